@@ -665,8 +665,11 @@ impl Inner {
     fn wait_checkpoint(&self, need: u64) -> Result<(), LogError> {
         while self.checkpoint_lsn.load(Ordering::Acquire) < need {
             self.check_alive()?;
-            self.checkpoint_waiters
-                .wait(&self.checkpoint_lsn, need, || self.is_dead());
+            self.checkpoint_waiters.wait(
+                || self.checkpoint_lsn.load(Ordering::SeqCst),
+                need,
+                || self.is_dead(),
+            );
         }
         Ok(())
     }
@@ -708,7 +711,11 @@ impl Inner {
             }
             loop {
                 self.check_alive()?;
-                if self.waiters(t).wait(value, lsn, || self.is_dead()) == Woken::Satisfied {
+                if self
+                    .waiters(t)
+                    .wait(|| value.load(Ordering::SeqCst), lsn, || self.is_dead())
+                    == Woken::Satisfied
+                {
                     return Ok(());
                 }
             }
@@ -743,9 +750,11 @@ impl Inner {
             }
             // Sleep while a leader works; the leader wakes us when our LSN
             // is met or when we are to lead.
-            self.waiters(t).wait(value, lsn, || {
-                self.is_dead() || !self.leader_active.load(Ordering::SeqCst)
-            });
+            self.waiters(t).wait(
+                || value.load(Ordering::SeqCst),
+                lsn,
+                || self.is_dead() || !self.leader_active.load(Ordering::SeqCst),
+            );
         }
     }
 
@@ -802,7 +811,7 @@ impl Inner {
             }
             self.check_alive()?;
             self.writer_event.wait_until(None, || {
-                self.recent_written.advance() > self.write_lsn.load(Ordering::Acquire)
+                self.recent_written.advance() > self.write_lsn.load(Ordering::SeqCst)
                     || self.is_dead()
             });
         }
@@ -844,8 +853,7 @@ impl Inner {
         }
         self.write_lsn.store(ready, Ordering::SeqCst);
         self.write_waiters.notify(ready, false);
-        if self.flush_requested_lsn.load(Ordering::SeqCst)
-            > self.flushed_lsn.load(Ordering::Acquire)
+        if self.flush_requested_lsn.load(Ordering::SeqCst) > self.flushed_lsn.load(Ordering::SeqCst)
         {
             self.flusher_event.set();
         }
@@ -891,7 +899,7 @@ impl Inner {
                 continue;
             }
             self.writer_event.wait_until(None, || {
-                self.recent_written.advance() > self.write_lsn.load(Ordering::Acquire)
+                self.recent_written.advance() > self.write_lsn.load(Ordering::SeqCst)
                     || self.is_dead()
             });
         }
@@ -902,7 +910,7 @@ impl Inner {
             || self.write_lsn.load(Ordering::Acquire) > self.flushed_lsn.load(Ordering::Acquire);
         let requested = || {
             self.flush_requested_lsn.load(Ordering::SeqCst)
-                > self.flushed_lsn.load(Ordering::Acquire)
+                > self.flushed_lsn.load(Ordering::SeqCst)
         };
         loop {
             if self.is_dead() {

@@ -68,11 +68,17 @@ impl LsnWaiters {
         }
     }
 
-    /// Blocks until `value >= target`, or until woken as a leader candidate,
+    /// `value` must load with SeqCst (it pairs with the notifier's count load).
+    /// Blocks until `value() >= target`, or until woken as a leader candidate,
     /// or until `give_up()` holds when checked under the queue lock. Whoever
     /// makes `give_up()` true must call `notify_all` (or `notify` with
     /// `wake_extra`) after doing so, so that no waiter sleeps through it.
-    pub(crate) fn wait(&self, value: &AtomicU64, target: u64, give_up: impl Fn() -> bool) -> Woken {
+    pub(crate) fn wait(
+        &self,
+        value: impl Fn() -> u64,
+        target: u64,
+        give_up: impl Fn() -> bool,
+    ) -> Woken {
         let waiter = Arc::new(Waiter {
             thread: thread::current(),
             woken: AtomicBool::new(false),
@@ -82,7 +88,7 @@ impl LsnWaiters {
             // SeqCst pairs with the notifier's `value` store then `count`
             // load: either it sees us counted, or we see its new value.
             self.count.fetch_add(1, Ordering::SeqCst);
-            if value.load(Ordering::SeqCst) >= target {
+            if value() >= target {
                 self.count.fetch_sub(1, Ordering::SeqCst);
                 return Woken::Satisfied;
             }
@@ -101,7 +107,7 @@ impl LsnWaiters {
         while !waiter.woken.load(Ordering::Acquire) {
             thread::park();
         }
-        if value.load(Ordering::Acquire) >= target {
+        if value() >= target {
             Woken::Satisfied
         } else {
             Woken::NotSatisfied
@@ -230,7 +236,10 @@ mod tests {
         for target in [10u64, 20, 30] {
             let (w, v) = (w.clone(), v.clone());
             handles.push(thread::spawn(move || {
-                assert_eq!(w.wait(&v, target, || false), Woken::Satisfied);
+                assert_eq!(
+                    w.wait(|| v.load(Ordering::SeqCst), target, || false),
+                    Woken::Satisfied
+                );
                 assert!(v.load(Ordering::SeqCst) >= target);
             }));
         }
@@ -255,7 +264,7 @@ mod tests {
         let w = Arc::new(LsnWaiters::new());
         let v = Arc::new(AtomicU64::new(0));
         let (w2, v2) = (w.clone(), v.clone());
-        let h = thread::spawn(move || w2.wait(&v2, 5, || false));
+        let h = thread::spawn(move || w2.wait(|| v2.load(Ordering::SeqCst), 5, || false));
         while w.len() < 1 {
             thread::yield_now();
         }
