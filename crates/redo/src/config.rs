@@ -99,6 +99,12 @@ pub struct SpinConfig {
     /// `cpu_quota_aware`: count CPUs by the cgroup quota and react to
     /// throttling (on), or by the affinity mask only as MySQL 8.0 does (off).
     pub cpu_quota_aware: bool,
+    /// `spin_inflight_only`: a flush wait spins only if the fdatasync already
+    /// in flight covers its LSN (on). Otherwise it needs a whole further
+    /// round, longer than any useful spin. Off spins regardless, as MySQL
+    /// 8.0 does. (With it off, 64 committers on 2 CPUs spun 26-70% of their
+    /// CPU for a 0.3% hit rate.)
+    pub spin_inflight_only: bool,
 }
 
 impl Default for SpinConfig {
@@ -109,6 +115,7 @@ impl Default for SpinConfig {
             flush_hwm_us: 400,
             max_spin_us: 100,
             cpu_quota_aware: true,
+            spin_inflight_only: true,
         }
     }
 }

@@ -134,6 +134,8 @@ struct Inner {
     checkpoint_lsn: AtomicU64,
     /// The highest LSN a level-1 commit wants flushed (dedicated mode).
     flush_requested_lsn: AtomicU64,
+    /// What the fdatasync in flight (or the last one) will make durable.
+    flushing_lsn: AtomicU64,
 
     recent_written: LinkBuf,
     recent_closed: LinkBuf,
@@ -186,7 +188,26 @@ impl Log {
         }
         let io = |e: std::io::Error| LogError::Io(format!("creating the redo log: {e}"));
         let file = storage.open(&cfg.file_name, true).map_err(io)?;
-        file.set_len(DATA_OFFSET + cfg.capacity_bytes).map_err(io)?;
+        // Write the whole file rather than extend it sparsely: a write into
+        // an unallocated block makes its fdatasync update file system
+        // metadata too (measured here: 219 us against 129 us per commit).
+        let zeros = AlignedBuf::zeroed(1 << 20, BLOCK as usize);
+        let total = DATA_OFFSET + cfg.capacity_bytes;
+        let mut at = 0;
+        let mut next_progress = 1 << 30;
+        while at < total {
+            let n = (total - at).min(zeros.len() as u64) as usize;
+            file.write_all_at(&zeros[..n], at).map_err(io)?;
+            at += n as u64;
+            if at >= next_progress {
+                tracing::info!(
+                    written_mib = at >> 20,
+                    total_mib = total >> 20,
+                    "creating the redo log"
+                );
+                next_progress += 1 << 30;
+            }
+        }
         let mut block = AlignedBuf::zeroed(BLOCK as usize, BLOCK as usize);
         FileHeader {
             capacity: cfg.capacity_bytes,
@@ -295,6 +316,7 @@ impl Log {
             flushed_lsn: AtomicU64::new(end),
             checkpoint_lsn: AtomicU64::new(cp.lsn),
             flush_requested_lsn: AtomicU64::new(end),
+            flushing_lsn: AtomicU64::new(end),
             recent_written: LinkBuf::new(cfg.recent_written_bytes, end),
             recent_closed: LinkBuf::new(cfg.recent_closed_bytes, end),
             write_waiters: LsnWaiters::new(),
@@ -703,7 +725,7 @@ impl Inner {
                 self.flush_requested_lsn.fetch_max(lsn, Ordering::SeqCst);
                 self.flusher_event.set();
             }
-            if commit && self.try_spin(value, lsn) {
+            if commit && self.try_spin(value, lsn, t) {
                 return Ok(());
             }
             if commit {
@@ -743,7 +765,7 @@ impl Inner {
             }
             if !spun {
                 spun = true;
-                if self.try_spin(value, lsn) {
+                if self.try_spin(value, lsn, t) {
                     return Ok(());
                 }
                 self.m.block_waits.inc();
@@ -760,7 +782,13 @@ impl Inner {
 
     /// Spins while the CPU budget allows (spin::decide), for at most
     /// `max_spin_us`. Returns whether the target was reached.
-    fn try_spin(&self, value: &AtomicU64, lsn: u64) -> bool {
+    fn try_spin(&self, value: &AtomicU64, lsn: u64, t: Target) -> bool {
+        if t == Target::Flushed
+            && self.cfg.spin.spin_inflight_only
+            && lsn > self.flushing_lsn.load(Ordering::SeqCst)
+        {
+            return false;
+        }
         let flush_avg_us = self.flush_avg_ns.load(Ordering::Relaxed) / 1000;
         if spin::decide(&self.cpu.snapshot(), &self.cfg.spin, flush_avg_us) != SpinVerdict::Spin {
             return false;
@@ -867,6 +895,7 @@ impl Inner {
         if target <= self.flushed_lsn.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.flushing_lsn.store(target, Ordering::SeqCst);
         let t0 = Instant::now();
         self.file
             .sync_data()
