@@ -16,7 +16,7 @@ use crate::sync::{Event, LsnWaiters, Woken};
 use crate::LogError;
 use millrace_io::{AlignedBuf, Storage, StorageFile};
 use millrace_metrics::{Counter, Registry};
-use millrace_sys::cpu::CpuBudget;
+use millrace_sys::cpu::{thread_cpu_time, CpuBudget};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -70,7 +70,7 @@ impl Metrics {
             fsyncs: c("log_fsyncs", "fdatasync calls on the log file"),
             flush_ns_total: c("log_flush_ns_total", "time spent in fdatasync, ns"),
             commit_waits: c("log_commit_waits", "commits that had to wait for the log"),
-            spin_ns: c("log_spin_ns", "time commit waits spent spinning, ns"),
+            spin_ns: c("log_spin_ns", "CPU time commit waits spent spinning, ns"),
             spin_hits: c("log_spin_hits", "commit waits satisfied while spinning"),
             spin_misses: c("log_spin_misses", "commit waits that spun, then blocked"),
             block_waits: c(
@@ -794,6 +794,9 @@ impl Inner {
             return false;
         }
         let budget = Duration::from_micros(self.cfg.spin.max_spin_us);
+        // Spin time is this thread's CPU time, not wall time: a spinner that
+        // is throttled or descheduled mid-spin burns no CPU meanwhile.
+        let cpu0 = thread_cpu_time();
         let t0 = Instant::now();
         let mut rounds: u32 = 0;
         let reached = loop {
@@ -806,7 +809,8 @@ impl Inner {
                 break false;
             }
         };
-        self.m.spin_ns.add(t0.elapsed().as_nanos() as u64);
+        let spun = thread_cpu_time().saturating_sub(cpu0);
+        self.m.spin_ns.add(spun.as_nanos() as u64);
         if reached {
             self.m.spin_hits.inc();
         } else {
