@@ -1,0 +1,235 @@
+//! Mini-transactions: the unit of atomic page change. An mtr latches pages,
+//! changes them while recording each change as a redo op, and commits:
+//! append the ops to the redo log as one record, stamp the pages with its
+//! end LSN, put them on the flush list, publish the record in
+//! recent_closed, release the latches. Recovery applies a record entirely
+//! or not at all, so an mtr's changes (a page split, say) are atomic.
+
+use crate::ops;
+use crate::page::{self, PageId, OFF_TYPE};
+use crate::pool::{BufferPool, LatchMode};
+use crate::Error;
+
+/// A page held by this mtr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRef(usize);
+
+struct Held {
+    frame: u32,
+    id: PageId,
+    mode: LatchMode,
+    modified: bool,
+    released: bool,
+}
+
+pub struct Mtr<'p> {
+    pool: &'p BufferPool,
+    held: Vec<Held>,
+    log: Vec<u8>,
+    committed: bool,
+}
+
+impl<'p> Mtr<'p> {
+    pub(crate) fn new(pool: &'p BufferPool) -> Self {
+        Self {
+            pool,
+            held: Vec::new(),
+            log: Vec::new(),
+            committed: false,
+        }
+    }
+
+    fn find(&self, id: PageId) -> Option<usize> {
+        self.held.iter().position(|h| h.id == id && !h.released)
+    }
+
+    /// Latches a page (reading it if needed). A page this mtr already holds
+    /// is returned again; asking X of a page held S is a bug.
+    pub fn get(&mut self, id: PageId, mode: LatchMode) -> Result<PageRef, Error> {
+        if let Some(i) = self.find(id) {
+            assert!(
+                mode == LatchMode::Shared || self.held[i].mode == LatchMode::Exclusive,
+                "mtr upgrades page {id} from S to X: latch it X the first time"
+            );
+            return Ok(PageRef(i));
+        }
+        let frame = self.pool.fetch(id, mode, false)?;
+        self.held.push(Held {
+            frame,
+            id,
+            mode,
+            modified: false,
+            released: false,
+        });
+        Ok(PageRef(self.held.len() - 1))
+    }
+
+    /// A new page: X-latched, zeroed, with its header, logged as INIT.
+    pub fn create_page(&mut self, id: PageId, page_type: u16) -> Result<PageRef, Error> {
+        let i = match self.find(id) {
+            Some(i) => {
+                assert_eq!(
+                    self.held[i].mode,
+                    LatchMode::Exclusive,
+                    "create_page on an S-latched page"
+                );
+                i
+            }
+            None => {
+                let frame = self.pool.fetch(id, LatchMode::Exclusive, true)?;
+                self.held.push(Held {
+                    frame,
+                    id,
+                    mode: LatchMode::Exclusive,
+                    modified: false,
+                    released: false,
+                });
+                self.held.len() - 1
+            }
+        };
+        self.held[i].modified = true;
+        page::init_header(self.pool.data_mut(self.held[i].frame), id, page_type);
+        ops::encode_init(&mut self.log, id, page_type);
+        Ok(PageRef(i))
+    }
+
+    pub fn page(&self, r: PageRef) -> &[u8] {
+        let h = &self.held[r.0];
+        debug_assert!(!h.released, "page {} used after release", h.id);
+        self.pool.data(h.frame)
+    }
+
+    pub fn id(&self, r: PageRef) -> PageId {
+        self.held[r.0].id
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.pool.page_size()
+    }
+
+    fn modify(&mut self, r: PageRef) -> &mut [u8] {
+        let h = &mut self.held[r.0];
+        assert!(
+            h.mode == LatchMode::Exclusive && !h.released,
+            "page {} changed without an X latch",
+            h.id
+        );
+        h.modified = true;
+        self.pool.data_mut(h.frame)
+    }
+
+    /// Changes bytes of a page (logged). The checksum, ids and LSN fields of
+    /// the header belong to the pool and cannot be written.
+    pub fn write(&mut self, r: PageRef, offset: usize, data: &[u8]) {
+        assert!(
+            offset >= OFF_TYPE,
+            "write into the page header's reserved fields"
+        );
+        let id = self.held[r.0].id;
+        let page = self.modify(r);
+        page[offset..offset + data.len()].copy_from_slice(data);
+        ops::encode_write(&mut self.log, id, offset, data);
+    }
+
+    /// memmove within a page (logged as one op, not the bytes).
+    pub fn copy_within(&mut self, r: PageRef, src: usize, dst: usize, len: usize) {
+        assert!(
+            dst >= OFF_TYPE,
+            "move into the page header's reserved fields"
+        );
+        let id = self.held[r.0].id;
+        let page = self.modify(r);
+        page.copy_within(src..src + len, dst);
+        ops::encode_move(&mut self.log, id, src, dst, len);
+    }
+
+    /// Logs that a tablespace file exists (recovery creates it if missing).
+    pub fn log_create_space(&mut self, space: u32) {
+        ops::encode_create_space(&mut self.log, space);
+    }
+
+    /// Releases an unmodified page early (latch coupling during descent).
+    pub fn release(&mut self, r: PageRef) {
+        let h = &mut self.held[r.0];
+        assert!(
+            !h.modified,
+            "release of modified page {} before commit",
+            h.id
+        );
+        if !h.released {
+            h.released = true;
+            self.pool.unlatch(h.frame, h.mode);
+            self.pool.unfix(h.frame);
+        }
+    }
+
+    /// Bytes of redo this mtr has so far.
+    pub fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Commits. Returns the end LSN of the record, or None when nothing was
+    /// changed (no record). The caller waits for durability separately.
+    pub fn commit(mut self) -> Result<Option<u64>, Error> {
+        self.committed = true;
+        let result = self.commit_inner();
+        self.release_all();
+        result
+    }
+
+    fn commit_inner(&mut self) -> Result<Option<u64>, Error> {
+        if self.log.is_empty() {
+            return Ok(None);
+        }
+        let log = self
+            .pool
+            .log()
+            .expect("mini-transactions run only after recovery attached the log");
+        let range = log.append(&self.log).map_err(Error::Log)?;
+        let mut frames = Vec::new();
+        for h in &self.held {
+            if h.modified && !h.released {
+                page::set_page_lsn(self.pool.data_mut(h.frame), range.end);
+                frames.push(h.frame);
+            }
+        }
+        self.pool.mark_dirty(&frames, range.start, range.end);
+        log.close(range);
+        Ok(Some(range.end))
+    }
+
+    fn release_all(&mut self) {
+        for h in &mut self.held {
+            if !h.released {
+                h.released = true;
+                self.pool.unlatch(h.frame, h.mode);
+                self.pool.unfix(h.frame);
+            }
+        }
+    }
+}
+
+impl Drop for Mtr<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Changes made in memory must reach the log, or the pages would
+            // hold changes recovery cannot reproduce: commit them.
+            if !self.log.is_empty() {
+                if let Err(e) = self.commit_inner() {
+                    tracing::error!(error = %e, "mini-transaction dropped uncommitted and could not commit");
+                }
+            }
+            self.release_all();
+        }
+    }
+}
+
+impl Mtr<'_> {
+    /// Creates a tablespace's file (durably named) and logs it, so recovery
+    /// recreates the file if the crash came before anything was flushed.
+    pub fn create_space_file(&mut self, space: u32) -> Result<(), Error> {
+        self.pool.files.file(space, true)?;
+        self.log_create_space(space);
+        Ok(())
+    }
+}

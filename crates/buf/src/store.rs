@@ -1,0 +1,389 @@
+//! The page store: one data directory's tablespaces, buffer pool and redo
+//! log, opened with crash recovery, kept within its log by the page cleaner.
+//!
+//! Open: read the control file (page size), restore torn pages from the
+//! doublewrite area, open the redo log applying every record after the
+//! checkpoint to the pages it names (when the page is older than the
+//! record), attach the log, start the cleaner.
+
+use crate::files::{Doublewrite, SpaceFiles};
+use crate::mtr::Mtr;
+use crate::ops::{self, Op, OpReader};
+use crate::page::{self, PageId};
+use crate::pool::{BufferPool, FlushReason, LatchMode};
+use crate::{space, BufConfig, Error};
+use millrace_io::{Storage, StorageFile};
+use millrace_metrics::Registry;
+use millrace_redo::{Log, LogConfig, Record, RecoveryReport};
+use millrace_sys::cpu::CpuBudget;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const CONTROL_FILE: &str = "millrace.ctl";
+const CONTROL_MAGIC: &[u8; 8] = b"MLRCCTRL";
+const CONTROL_VERSION: u32 = 1;
+
+/// Everything a store needs at open.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub buf: BufConfig,
+    pub log: LogConfig,
+    /// Run the page cleaner thread (tests may drive flushing by hand).
+    pub cleaner: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            buf: BufConfig::default(),
+            log: LogConfig::default(),
+            cleaner: true,
+        }
+    }
+}
+
+/// control file: magic, version u32, page size u32, crc32c of the 16 bytes.
+fn write_control(storage: &dyn Storage, page_size: usize) -> Result<(), Error> {
+    let mut b = vec![0u8; 4096];
+    b[0..8].copy_from_slice(CONTROL_MAGIC);
+    b[8..12].copy_from_slice(&CONTROL_VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&(page_size as u32).to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..16]);
+    b[16..20].copy_from_slice(&crc.to_le_bytes());
+    let io = |e: std::io::Error| Error::Io(format!("writing {CONTROL_FILE}: {e}"));
+    let f = storage.open(CONTROL_FILE, true).map_err(io)?;
+    f.write_all_at(&b, 0).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
+fn read_control(storage: &dyn Storage) -> Result<usize, Error> {
+    let io = |e: std::io::Error| Error::Io(format!("reading {CONTROL_FILE}: {e}"));
+    let f = storage.open(CONTROL_FILE, false).map_err(io)?;
+    let mut b = vec![0u8; 20];
+    f.read_exact_at(&mut b, 0).map_err(io)?;
+    if &b[0..8] != CONTROL_MAGIC || crc32c::crc32c(&b[0..16]) != page::u32_at(&b, 16) {
+        return Err(Error::Corrupt(format!("{CONTROL_FILE} is damaged")));
+    }
+    let version = page::u32_at(&b, 8);
+    if version != CONTROL_VERSION {
+        return Err(Error::Corrupt(format!(
+            "{CONTROL_FILE} version {version} is unknown"
+        )));
+    }
+    let ps = page::u32_at(&b, 12) as usize;
+    if !page::valid_page_size(ps) {
+        return Err(Error::Corrupt(format!(
+            "{CONTROL_FILE}: page size {ps} is invalid"
+        )));
+    }
+    Ok(ps)
+}
+
+pub struct PageStore {
+    pool: Arc<BufferPool>,
+    log: Arc<Log>,
+    cleaner: Mutex<Option<JoinHandle<()>>>,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    /// Redo a mini-transaction may write at most; `mtr()` waits until the
+    /// log has this much room before any page is latched.
+    mtr_margin_bytes: u64,
+}
+
+impl PageStore {
+    /// Opens the store in `storage`, creating it if the directory holds none.
+    /// Returns the recovery report when an existing store was opened.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        mut cfg: StoreConfig,
+        cpu: Arc<CpuBudget>,
+        registry: &Registry,
+    ) -> Result<(Arc<PageStore>, Option<RecoveryReport>), Error> {
+        let exists = storage.exists(&cfg.log.file_name) && storage.exists(CONTROL_FILE);
+        if !exists {
+            return Ok((Self::create(storage, cfg, cpu, registry)?, None));
+        }
+        cfg.buf.page_size = read_control(&*storage)?;
+        cfg.buf.validate().map_err(Error::Config)?;
+        let files = SpaceFiles::new(storage.clone(), cfg.buf.page_size);
+        let dblwr = Doublewrite::open(&*storage, cfg.buf.page_size, cfg.buf.doublewrite_pages)?;
+        let restored = dblwr.restore(&files)?;
+        if restored > 0 {
+            tracing::warn!(restored, "torn pages restored from the doublewrite area");
+        }
+        let pool = BufferPool::new(cfg.buf.clone(), files, dblwr, registry);
+        let mut apply_err: Option<Error> = None;
+        let (log, report) = Log::open(
+            &*storage,
+            cfg.log.clone(),
+            cpu,
+            registry,
+            &mut |rec: Record| {
+                apply_record(&pool, &rec).map_err(|e| {
+                    let msg = e.to_string();
+                    apply_err = Some(e);
+                    msg
+                })
+            },
+        )
+        .map_err(|e| apply_err.take().unwrap_or(Error::Log(e)))?;
+        tracing::info!(
+            records = report.records,
+            end_lsn = report.end_lsn,
+            dirty_pages = pool.dirty_pages(),
+            "recovery applied the redo log"
+        );
+        let store = Self::assemble(pool, log, &cfg);
+        Ok((store, Some(report)))
+    }
+
+    fn create(
+        storage: Arc<dyn Storage>,
+        cfg: StoreConfig,
+        cpu: Arc<CpuBudget>,
+        registry: &Registry,
+    ) -> Result<Arc<PageStore>, Error> {
+        cfg.buf.validate().map_err(Error::Config)?;
+        // A creation that crashed before the log existed left nothing that
+        // matters; start over.
+        for name in [
+            CONTROL_FILE,
+            crate::files::DOUBLEWRITE_FILE,
+            &crate::files::space_file_name(0),
+        ] {
+            if storage.exists(name) {
+                storage
+                    .remove(name)
+                    .map_err(|e| Error::Io(format!("removing a half-created {name}: {e}")))?;
+            }
+        }
+        let files = SpaceFiles::new(storage.clone(), cfg.buf.page_size);
+        let dblwr = Doublewrite::open(&*storage, cfg.buf.page_size, cfg.buf.doublewrite_pages)?;
+        let pool = BufferPool::new(cfg.buf.clone(), files, dblwr, registry);
+        let log = Log::create(&*storage, cfg.log.clone(), cpu, registry).map_err(Error::Log)?;
+        let store = Self::assemble(pool, log, &cfg);
+        {
+            let mut mtr = store.mtr()?;
+            space::create_space(&mut mtr, space::SYSTEM_SPACE)?;
+            let end = mtr.commit()?.expect("creating a space logs");
+            store.log.wait_flushed(end).map_err(Error::Log)?;
+        }
+        store.checkpoint_now()?;
+        // Written last: its presence (with the log) marks the store created.
+        write_control(&*storage, cfg.buf.page_size)?;
+        Ok(store)
+    }
+
+    fn assemble(pool: Arc<BufferPool>, log: Log, cfg: &StoreConfig) -> Arc<PageStore> {
+        let log = Arc::new(log);
+        pool.attach_log(log.clone());
+        let store = Arc::new(PageStore {
+            pool,
+            mtr_margin_bytes: log.capacity_bytes() / 8,
+            log,
+            cleaner: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+        });
+        if cfg.cleaner {
+            let weak = Arc::downgrade(&store);
+            let h = std::thread::Builder::new()
+                .name("millrace-page-cleaner".into())
+                .spawn(move || cleaner_thread(weak))
+                .expect("spawning the page cleaner");
+            *store.cleaner.lock().expect("poisoned") = Some(h);
+        }
+        store
+    }
+
+    /// Starts a mini-transaction. Waits first, holding no latch, until the
+    /// redo log has room for one (the cleaner may need latches to make it).
+    pub fn mtr(&self) -> Result<Mtr<'_>, Error> {
+        let log = &self.log;
+        let age = log.current_lsn() - log.checkpoint_lsn();
+        if age > log.capacity_bytes() / 4 {
+            self.wake_cleaner();
+        }
+        log.free_check(self.mtr_margin_bytes).map_err(Error::Log)?;
+        Ok(Mtr::new(&self.pool))
+    }
+
+    pub fn pool(&self) -> &Arc<BufferPool> {
+        &self.pool
+    }
+    pub fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    fn wake_cleaner(&self) {
+        let (m, cv) = &self.wake;
+        *m.lock().expect("poisoned") = true;
+        cv.notify_one();
+    }
+
+    /// Flushes every dirty page and checkpoints at the current end.
+    pub fn checkpoint_now(&self) -> Result<(), Error> {
+        self.pool.flush_all()?;
+        if let Some(lsn) = self.pool.checkpoint_limit() {
+            if lsn > self.log.checkpoint_lsn() {
+                self.log.checkpoint(lsn).map_err(Error::Log)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the cleaner, flushes everything, checkpoints, stops the log.
+    pub fn shutdown(&self) -> Result<(), Error> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake_cleaner();
+        if let Some(h) = self.cleaner.lock().expect("poisoned").take() {
+            let _ = h.join();
+        }
+        if self.log.failure().is_some() {
+            return Err(Error::Log(millrace_redo::LogError::Failed(
+                self.log.failure().unwrap_or_default(),
+            )));
+        }
+        self.checkpoint_now()?;
+        self.log.shutdown().map_err(Error::Log)
+    }
+
+    /// One round of the cleaner's work; returns whether it did anything.
+    pub fn clean_once(&self) -> Result<bool, Error> {
+        let cap = self.log.capacity_bytes();
+        let age = self.log.current_lsn() - self.log.checkpoint_lsn();
+        let batch = self.pool.cfg.flush_batch_pages;
+        // Adaptive flushing: nothing below 10% of the log, then more as
+        // the checkpoint age approaches the capacity.
+        let rounds = match age * 100 / cap {
+            0..=9 => 0,
+            10..=49 => 1,
+            50..=74 => 4,
+            _ => 16,
+        };
+        let mut did = false;
+        for _ in 0..rounds {
+            let frames = self.pool.oldest_dirty(batch);
+            if frames.is_empty() {
+                break;
+            }
+            did |= self.pool.flush_frames(&frames, FlushReason::Adaptive)? > 0;
+        }
+        if let Some(lsn) = self.pool.checkpoint_limit() {
+            let cp = self.log.checkpoint_lsn();
+            if lsn > cp && (lsn - cp > cap / 32 || age > cap / 2) {
+                self.log.checkpoint(lsn).map_err(Error::Log)?;
+                did = true;
+            }
+        }
+        // Keep free frames ready so that readers rarely flush themselves.
+        let target = (self.pool.frames() / 32).max(4);
+        if self.pool.free_frames() < target {
+            let dirty = self.pool.lru_tail_dirty(batch);
+            if !dirty.is_empty() {
+                did |= self.pool.flush_frames(&dirty, FlushReason::Lru)? > 0;
+            }
+        }
+        Ok(did)
+    }
+}
+
+impl Drop for PageStore {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake_cleaner();
+    }
+}
+
+fn cleaner_thread(store: std::sync::Weak<PageStore>) {
+    loop {
+        let Some(s) = store.upgrade() else { return };
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let did = match s.clean_once() {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(error = %e, "page cleaner failed; it stops");
+                return;
+            }
+        };
+        if !did {
+            // Idle: sleep until woken (log filling, frames short) or a
+            // second passes. A background timer, not a commit-path poll.
+            let (m, cv) = &s.wake;
+            let g = m.lock().expect("poisoned");
+            let (mut g, _) = cv
+                .wait_timeout_while(g, Duration::from_secs(1), |woken| !*woken)
+                .expect("poisoned");
+            *g = false;
+        }
+    }
+}
+
+/// Applies one redo record to the pages it names, each only if its page
+/// LSN is older than the record.
+fn apply_record(pool: &BufferPool, rec: &Record<'_>) -> Result<(), Error> {
+    struct Touched {
+        id: PageId,
+        frame: u32,
+        apply: bool,
+    }
+    let mut touched: Vec<Touched> = Vec::new();
+    let result = (|| {
+        for op in OpReader::new(rec.payload) {
+            let op = op.map_err(|e| {
+                Error::Corrupt(format!("redo record at LSN {}: {e}", rec.start_lsn))
+            })?;
+            let id = match op {
+                Op::CreateSpace { space } => {
+                    pool.files.file(space, true)?;
+                    continue;
+                }
+                Op::Write { id, .. } | Op::Move { id, .. } | Op::Init { id, .. } => id,
+            };
+            let i = match touched.iter().position(|t| t.id == id) {
+                Some(i) => i,
+                None => {
+                    // A page (re)initialised by this record need not be
+                    // read: its old content, torn or not, does not matter.
+                    let init = matches!(op, Op::Init { .. });
+                    let frame = pool.fetch(id, LatchMode::Exclusive, init)?;
+                    let apply = init || page::page_lsn(pool.data(frame)) < rec.end_lsn;
+                    touched.push(Touched { id, frame, apply });
+                    touched.len() - 1
+                }
+            };
+            if touched[i].apply {
+                ops::apply(&op, pool.data_mut(touched[i].frame)).map_err(|e| {
+                    Error::Corrupt(format!("redo record at LSN {}: {e}", rec.start_lsn))
+                })?;
+            }
+        }
+        let frames: Vec<u32> = touched
+            .iter()
+            .filter(|t| t.apply)
+            .map(|t| t.frame)
+            .collect();
+        for &f in &frames {
+            page::set_page_lsn(pool.data_mut(f), rec.end_lsn);
+        }
+        pool.mark_dirty(&frames, rec.start_lsn, rec.end_lsn);
+        Ok(())
+    })();
+    for t in &touched {
+        pool.unlatch(t.frame, LatchMode::Exclusive);
+        pool.unfix(t.frame);
+    }
+    result
+}
+
+/// The data directory's storage holds a store.
+pub fn store_exists(storage: &dyn Storage, log: &LogConfig) -> bool {
+    storage.exists(&log.file_name) && storage.exists(CONTROL_FILE)
+}
+
+#[allow(dead_code)]
+fn _assert_file_is_object_safe(_: &dyn StorageFile) {}
