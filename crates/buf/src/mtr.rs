@@ -9,6 +9,7 @@ use crate::ops;
 use crate::page::{self, PageId, OFF_TYPE};
 use crate::pool::{BufferPool, LatchMode};
 use crate::Error;
+use std::cell::{Cell, RefCell};
 
 /// A page held by this mtr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,14 +19,16 @@ struct Held {
     frame: u32,
     id: PageId,
     mode: LatchMode,
-    modified: bool,
+    modified: Cell<bool>,
     released: bool,
 }
 
+/// Latching and releasing take `&mut self`; changing a held page takes
+/// `&self`, so that writers of two pages (a split) can be alive together.
 pub struct Mtr<'p> {
     pool: &'p BufferPool,
     held: Vec<Held>,
-    log: Vec<u8>,
+    log: RefCell<Vec<u8>>,
     committed: bool,
 }
 
@@ -34,7 +37,7 @@ impl<'p> Mtr<'p> {
         Self {
             pool,
             held: Vec::new(),
-            log: Vec::new(),
+            log: RefCell::new(Vec::new()),
             committed: false,
         }
     }
@@ -58,7 +61,7 @@ impl<'p> Mtr<'p> {
             frame,
             id,
             mode,
-            modified: false,
+            modified: Cell::new(false),
             released: false,
         });
         Ok(PageRef(self.held.len() - 1))
@@ -81,15 +84,15 @@ impl<'p> Mtr<'p> {
                     frame,
                     id,
                     mode: LatchMode::Exclusive,
-                    modified: false,
+                    modified: Cell::new(false),
                     released: false,
                 });
                 self.held.len() - 1
             }
         };
-        self.held[i].modified = true;
+        self.held[i].modified.set(true);
         page::init_header(self.pool.data_mut(self.held[i].frame), id, page_type);
-        ops::encode_init(&mut self.log, id, page_type);
+        ops::encode_init(&mut self.log.borrow_mut(), id, page_type);
         Ok(PageRef(i))
     }
 
@@ -107,20 +110,22 @@ impl<'p> Mtr<'p> {
         self.pool.page_size()
     }
 
-    fn modify(&mut self, r: PageRef) -> &mut [u8] {
-        let h = &mut self.held[r.0];
+    /// The page's bytes for changing; use them at once (no borrow is kept).
+    #[allow(clippy::mut_from_ref)]
+    fn modify(&self, r: PageRef) -> &mut [u8] {
+        let h = &self.held[r.0];
         assert!(
             h.mode == LatchMode::Exclusive && !h.released,
             "page {} changed without an X latch",
             h.id
         );
-        h.modified = true;
+        h.modified.set(true);
         self.pool.data_mut(h.frame)
     }
 
     /// Changes bytes of a page (logged). The checksum, ids and LSN fields of
     /// the header belong to the pool and cannot be written.
-    pub fn write(&mut self, r: PageRef, offset: usize, data: &[u8]) {
+    pub fn write(&self, r: PageRef, offset: usize, data: &[u8]) {
         assert!(
             offset >= OFF_TYPE,
             "write into the page header's reserved fields"
@@ -128,11 +133,11 @@ impl<'p> Mtr<'p> {
         let id = self.held[r.0].id;
         let page = self.modify(r);
         page[offset..offset + data.len()].copy_from_slice(data);
-        ops::encode_write(&mut self.log, id, offset, data);
+        ops::encode_write(&mut self.log.borrow_mut(), id, offset, data);
     }
 
     /// memmove within a page (logged as one op, not the bytes).
-    pub fn copy_within(&mut self, r: PageRef, src: usize, dst: usize, len: usize) {
+    pub fn copy_within(&self, r: PageRef, src: usize, dst: usize, len: usize) {
         assert!(
             dst >= OFF_TYPE,
             "move into the page header's reserved fields"
@@ -140,19 +145,19 @@ impl<'p> Mtr<'p> {
         let id = self.held[r.0].id;
         let page = self.modify(r);
         page.copy_within(src..src + len, dst);
-        ops::encode_move(&mut self.log, id, src, dst, len);
+        ops::encode_move(&mut self.log.borrow_mut(), id, src, dst, len);
     }
 
     /// Logs that a tablespace file exists (recovery creates it if missing).
     pub fn log_create_space(&mut self, space: u32) {
-        ops::encode_create_space(&mut self.log, space);
+        ops::encode_create_space(&mut self.log.borrow_mut(), space);
     }
 
     /// Releases an unmodified page early (latch coupling during descent).
     pub fn release(&mut self, r: PageRef) {
         let h = &mut self.held[r.0];
         assert!(
-            !h.modified,
+            !h.modified.get(),
             "release of modified page {} before commit",
             h.id
         );
@@ -165,7 +170,12 @@ impl<'p> Mtr<'p> {
 
     /// Bytes of redo this mtr has so far.
     pub fn log_len(&self) -> usize {
-        self.log.len()
+        self.log.borrow().len()
+    }
+
+    /// Whether this mtr changed the page.
+    pub fn is_modified(&self, r: PageRef) -> bool {
+        self.held[r.0].modified.get()
     }
 
     /// Commits. Returns the end LSN of the record, or None when nothing was
@@ -178,17 +188,19 @@ impl<'p> Mtr<'p> {
     }
 
     fn commit_inner(&mut self) -> Result<Option<u64>, Error> {
-        if self.log.is_empty() {
+        let log_bytes = self.log.borrow();
+        if log_bytes.is_empty() {
             return Ok(None);
         }
         let log = self
             .pool
             .log()
             .expect("mini-transactions run only after recovery attached the log");
-        let range = log.append(&self.log).map_err(Error::Log)?;
+        let range = log.append(&log_bytes).map_err(Error::Log)?;
+        drop(log_bytes);
         let mut frames = Vec::new();
         for h in &self.held {
-            if h.modified && !h.released {
+            if h.modified.get() && !h.released {
                 page::set_page_lsn(self.pool.data_mut(h.frame), range.end);
                 frames.push(h.frame);
             }
@@ -214,7 +226,7 @@ impl Drop for Mtr<'_> {
         if !self.committed {
             // Changes made in memory must reach the log, or the pages would
             // hold changes recovery cannot reproduce: commit them.
-            if !self.log.is_empty() {
+            if !self.log.borrow().is_empty() {
                 if let Err(e) = self.commit_inner() {
                     tracing::error!(error = %e, "mini-transaction dropped uncommitted and could not commit");
                 }
