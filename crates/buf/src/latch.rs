@@ -53,17 +53,6 @@ impl Latch {
                 .is_ok()
     }
 
-    /// Like try_s, but ignores waiting writers (used under the slow path so
-    /// that readers and writers queued together make progress).
-    fn try_s_unfair(&self) -> bool {
-        let s = self.state.load(Ordering::Relaxed);
-        s & WRITER == 0
-            && self
-                .state
-                .compare_exchange(s, s + 1, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-    }
-
     pub fn try_x(&self) -> bool {
         self.state
             .compare_exchange(0, WRITER, Ordering::SeqCst, Ordering::Relaxed)
@@ -77,7 +66,9 @@ impl Latch {
             }
             std::hint::spin_loop();
         }
-        self.slow(|| self.try_s_unfair(), false)
+        // Queued readers also wait for queued writers: a stream of readers
+        // cannot starve a writer (a B+tree split waiting for the index latch).
+        self.slow(|| self.try_s(), false)
     }
 
     pub fn lock_x(&self) -> LatchWait {
@@ -102,8 +93,10 @@ impl Latch {
         }
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
-        if exclusive {
-            self.x_waiters.fetch_sub(1, Ordering::SeqCst);
+        if exclusive && self.x_waiters.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Readers queued behind us may go once we release; wake them
+            // now too in case we never block anyone.
+            self.wake();
         }
         LatchWait {
             waited: true,
