@@ -14,6 +14,7 @@ pub mod files;
 pub mod latch;
 pub mod mtr;
 pub mod ops;
+mod order;
 pub mod page;
 pub mod pool;
 pub mod space;

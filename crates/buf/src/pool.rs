@@ -10,6 +10,7 @@
 
 use crate::files::{Doublewrite, SpaceFiles};
 use crate::latch::{Latch, LatchWait};
+use crate::order::{self, Level};
 use crate::page::{self, PageId};
 use crate::{BufConfig, Error};
 use millrace_io::AlignedBuf;
@@ -342,16 +343,14 @@ impl BufferPool {
         self.frames.len()
     }
     pub fn dirty_pages(&self) -> usize {
-        self.flush_list.lock().expect("poisoned").len()
+        order::lock(&self.flush_list, Level::Flush).len()
     }
     pub fn free_frames(&self) -> usize {
-        self.free.lock().expect("poisoned").len()
+        order::lock(&self.free, Level::Free).len()
     }
     /// The smallest oldest-modification LSN of any dirty page.
     pub fn oldest_dirty_lsn(&self) -> Option<u64> {
-        self.flush_list
-            .lock()
-            .expect("poisoned")
+        order::lock(&self.flush_list, Level::Flush)
             .first()
             .map(|&(lsn, _)| lsn)
     }
@@ -382,6 +381,7 @@ impl BufferPool {
     }
 
     fn latch(&self, f: u32, mode: LatchMode) {
+        order::assert_no_pool_mutex();
         let l = &self.frames[f as usize].latch;
         let w: LatchWait = match mode {
             LatchMode::Shared => l.lock_s(),
@@ -405,7 +405,7 @@ impl BufferPool {
         let prev = self.frames[f as usize].fix.fetch_sub(1, Ordering::SeqCst);
         debug_assert!(prev > 0, "unfix of an unfixed frame");
         if prev == 1 && self.frame_waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.free.lock().expect("poisoned");
+            let _g = order::lock(&self.free, Level::Free);
             self.frame_cv.notify_all();
         }
     }
@@ -416,7 +416,7 @@ impl BufferPool {
     pub(crate) fn fetch(&self, id: PageId, mode: LatchMode, create: bool) -> Result<u32, Error> {
         loop {
             let hit = {
-                let map = self.shard(id).lock().expect("poisoned");
+                let map = order::lock(self.shard(id), Level::Shard);
                 map.get(&id).map(|&f| {
                     self.frames[f as usize].fix.fetch_add(1, Ordering::SeqCst);
                     f
@@ -446,10 +446,10 @@ impl BufferPool {
             let f = self.get_free_frame()?;
             let fr = &self.frames[f as usize];
             {
-                let mut map = self.shard(id).lock().expect("poisoned");
+                let mut map = order::lock(self.shard(id), Level::Shard);
                 if map.contains_key(&id) {
                     drop(map);
-                    self.free.lock().expect("poisoned").push(f);
+                    order::lock(&self.free, Level::Free).push(f);
                     continue;
                 }
                 fr.fix.store(1, Ordering::SeqCst);
@@ -491,8 +491,8 @@ impl BufferPool {
     }
 
     fn discard_failed(&self, id: PageId, f: u32) {
-        let mut lru = self.lru.lock().expect("poisoned");
-        let mut map = self.shard(id).lock().expect("poisoned");
+        let mut lru = order::lock(&self.lru, Level::Lru);
+        let mut map = order::lock(self.shard(id), Level::Shard);
         let fr = &self.frames[f as usize];
         if map.get(&id) == Some(&f) && fr.fix.load(Ordering::SeqCst) == 0 {
             map.remove(&id);
@@ -501,7 +501,7 @@ impl BufferPool {
             fr.state.store(STATE_FREE, Ordering::Release);
             drop(map);
             drop(lru);
-            self.free.lock().expect("poisoned").push(f);
+            order::lock(&self.free, Level::Free).push(f);
         }
     }
 
@@ -515,7 +515,7 @@ impl BufferPool {
                 .saturating_sub(fr.loaded_ms.load(Ordering::Relaxed))
                 >= self.cfg.old_blocks_time_ms
         {
-            let mut lru = self.lru.lock().expect("poisoned");
+            let mut lru = order::lock(&self.lru, Level::Lru);
             if fr.in_old.load(Ordering::Relaxed) {
                 lru.make_young(f, &self.frames);
             }
@@ -528,7 +528,7 @@ impl BufferPool {
     fn get_free_frame(&self) -> Result<u32, Error> {
         let deadline = Instant::now() + Duration::from_millis(self.cfg.frame_wait_timeout_ms);
         loop {
-            if let Some(f) = self.free.lock().expect("poisoned").pop() {
+            if let Some(f) = order::lock(&self.free, Level::Free).pop() {
                 return Ok(f);
             }
             let (victim, dirty) = self.evict_clean();
@@ -550,6 +550,8 @@ impl BufferPool {
                 )));
             }
             self.frame_waiters.fetch_add(1, Ordering::SeqCst);
+            // The std guard: a condvar wait needs it. Nothing else is held.
+            order::assert_no_pool_mutex();
             let g = self.free.lock().expect("poisoned");
             if g.is_empty() {
                 let _ = self
@@ -564,7 +566,7 @@ impl BufferPool {
     /// Scans the cold end of the LRU: evicts the first clean unpinned page,
     /// and collects unpinned dirty pages seen on the way.
     fn evict_clean(&self) -> (Option<u32>, Vec<u32>) {
-        let mut lru = self.lru.lock().expect("poisoned");
+        let mut lru = order::lock(&self.lru, Level::Lru);
         let mut dirty = Vec::new();
         let mut f = lru.tail;
         let mut scanned = 0;
@@ -579,7 +581,7 @@ impl BufferPool {
                     }
                 } else {
                     let id = unpack(fr.id.load(Ordering::SeqCst));
-                    let mut map = self.shard(id).lock().expect("poisoned");
+                    let mut map = order::lock(self.shard(id), Level::Shard);
                     // Recheck under the shard: fixing happens only there.
                     if fr.fix.load(Ordering::SeqCst) == 0
                         && fr.oldest_mod.load(Ordering::SeqCst) == 0
@@ -603,7 +605,7 @@ impl BufferPool {
 
     /// Dirty frames at the LRU tail, for the cleaner to flush ahead of need.
     pub(crate) fn lru_tail_dirty(&self, max: usize) -> Vec<u32> {
-        let lru = self.lru.lock().expect("poisoned");
+        let lru = order::lock(&self.lru, Level::Lru);
         let mut out = Vec::new();
         let mut f = lru.tail;
         let mut scanned = 0;
@@ -620,9 +622,7 @@ impl BufferPool {
 
     /// Up to `max` dirty frames with the oldest modifications.
     pub(crate) fn oldest_dirty(&self, max: usize) -> Vec<u32> {
-        self.flush_list
-            .lock()
-            .expect("poisoned")
+        order::lock(&self.flush_list, Level::Flush)
             .iter()
             .take(max)
             .map(|&(_, f)| f)
@@ -631,7 +631,7 @@ impl BufferPool {
 
     /// Marks frames changed by a mini-transaction [start, end) as dirty.
     pub(crate) fn mark_dirty(&self, frames: &[u32], start: u64, end: u64) {
-        let mut fl = self.flush_list.lock().expect("poisoned");
+        let mut fl = order::lock(&self.flush_list, Level::Flush);
         for &f in frames {
             let fr = &self.frames[f as usize];
             debug_assert!(fr.latch.is_x_locked());
@@ -647,7 +647,7 @@ impl BufferPool {
     /// no longer dirty, reassigned, or latched by someone else are skipped.
     /// Returns how many were written.
     pub(crate) fn flush_frames(&self, frames: &[u32], reason: FlushReason) -> Result<usize, Error> {
-        let mut dw = self.dblwr.lock().expect("poisoned");
+        let mut dw = order::lock(&self.dblwr, Level::Dblwr);
         let (dblwr, images) = &mut *dw;
         let ps = self.page_size;
         let mut batch: Vec<(u32, PageId)> = Vec::new();
@@ -662,7 +662,7 @@ impl BufferPool {
                 continue;
             }
             {
-                let map = self.shard(id).lock().expect("poisoned");
+                let map = order::lock(self.shard(id), Level::Shard);
                 if map.get(&id) != Some(&f) {
                     continue;
                 }
@@ -712,7 +712,7 @@ impl BufferPool {
             Ok(())
         })();
         if result.is_ok() {
-            let mut fl = self.flush_list.lock().expect("poisoned");
+            let mut fl = order::lock(&self.flush_list, Level::Flush);
             for &(f, _) in &batch {
                 let fr = &self.frames[f as usize];
                 let oldest = fr.oldest_mod.swap(0, Ordering::SeqCst);

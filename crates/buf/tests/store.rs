@@ -277,3 +277,31 @@ fn crash_images_at_every_nth_write_recover_a_committed_prefix() {
         "the workload wrote too little to test anything ({total_writes})"
     );
 }
+
+/// A log far smaller than the redo written: writers wait for room and the
+/// page cleaner, woken by them, flushes and checkpoints until they can go on.
+#[test]
+fn a_full_log_waits_for_the_cleaner() {
+    let s = SimStorage::new();
+    let mut c = cfg(32);
+    c.log.capacity_bytes = 64 << 10;
+    c.log.buffer_bytes = 32 << 10;
+    c.cleaner = true;
+    let storage: Arc<dyn Storage> = Arc::new(s.clone());
+    let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
+    let registry = Registry::new();
+    let store = PageStore::open(storage, c.clone(), cpu, &registry).unwrap().0;
+    setup(&store);
+    store.log().set_durability(Durability::Lazy);
+    for i in 1..=3000 {
+        run_mtr(&store, i).unwrap();
+    }
+    let written = store.log().current_lsn();
+    assert!(written > 30 * (64 << 10), "the log should have cycled many times: {written}");
+    assert!(registry.get("log_checkpoints").unwrap() > 20);
+    verify_prefix(&store, 3000, "after cycling the log");
+    store.shutdown().unwrap();
+    drop(store);
+    let store = open(&s.durable_image(), c);
+    verify_prefix(&store, 3000, "reopened");
+}
