@@ -151,3 +151,68 @@ impl Drop for CheckGuard<'_> {
         self.0.unlock_for_check();
     }
 }
+
+/// What `check_store` found in one tablespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceReport {
+    pub space: u32,
+    /// Pages read and checksum-verified (all of them, index or not).
+    pub pages: u32,
+    pub free_pages: u32,
+    /// (index id, root page, what the index check found).
+    pub indexes: Vec<(u64, u32, CheckReport)>,
+}
+
+/// Checks a whole store: every page of every tablespace is read (which
+/// verifies its checksum and ids), and every registered index is checked.
+/// Returns the first problem as an error.
+pub fn check_store(store: &PageStore) -> Result<Vec<SpaceReport>> {
+    let limit = {
+        let mut mtr = store.mtr()?;
+        millrace_buf::space::space_id_limit(&mut mtr)?
+    };
+    let mut out = Vec::new();
+    for space_id in 0..limit {
+        let (size, free, indexes) = {
+            let mut mtr = store.mtr()?;
+            if !millrace_buf::space::space_exists(&mtr, space_id) {
+                continue;
+            }
+            let (size, free) = millrace_buf::space::space_size(&mut mtr, space_id)?;
+            (
+                size,
+                free,
+                millrace_buf::space::indexes(&mut mtr, space_id)?,
+            )
+        };
+        for page_no in 0..size {
+            let mut mtr = store.mtr()?;
+            mtr.get(PageId::new(space_id, page_no), LatchMode::Shared)?;
+        }
+        let mut reports = Vec::new();
+        for (id, root) in indexes {
+            let sys = {
+                let mut mtr = store.mtr()?;
+                let r = mtr.get(PageId::new(space_id, root), LatchMode::Shared)?;
+                node::header(mtr.page(r)).sys_fields
+            };
+            let idx = Index::open(crate::IndexDef {
+                space: space_id,
+                root,
+                id,
+                sys_fields: sys,
+            });
+            let rep = idx
+                .check(store)
+                .map_err(|e| corrupt(format!("space {space_id} index {id}: {e}")))?;
+            reports.push((id, root, rep));
+        }
+        out.push(SpaceReport {
+            space: space_id,
+            pages: size,
+            free_pages: free,
+            indexes: reports,
+        });
+    }
+    Ok(out)
+}

@@ -16,5 +16,5 @@ pub mod check;
 pub mod node;
 pub mod tree;
 
-pub use check::CheckReport;
+pub use check::{check_store, CheckReport, SpaceReport};
 pub use tree::{Cursor, Direction, Error, Index, IndexDef, Row};

@@ -245,3 +245,9 @@ impl Mtr<'_> {
         Ok(())
     }
 }
+
+impl Mtr<'_> {
+    pub(crate) fn space_file_exists(&self, space: u32) -> bool {
+        self.pool.files.exists(space)
+    }
+}

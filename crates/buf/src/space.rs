@@ -164,3 +164,14 @@ pub fn indexes(mtr: &mut Mtr<'_>, space: u32) -> Result<Vec<(u64, u32)>, Error> 
         })
         .collect())
 }
+
+/// Space ids handed out so far are `0..space_id_limit()`.
+pub fn space_id_limit(mtr: &mut Mtr<'_>) -> Result<u32, Error> {
+    let h = header(mtr, SYSTEM_SPACE)?;
+    Ok(page::u64_at(mtr.page(h), OFF_NEXT_SPACE).min(u32::MAX as u64) as u32)
+}
+
+/// Whether the space's file exists.
+pub fn space_exists(mtr: &Mtr<'_>, space: u32) -> bool {
+    mtr.space_file_exists(space)
+}

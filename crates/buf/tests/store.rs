@@ -290,14 +290,19 @@ fn a_full_log_waits_for_the_cleaner() {
     let storage: Arc<dyn Storage> = Arc::new(s.clone());
     let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
     let registry = Registry::new();
-    let store = PageStore::open(storage, c.clone(), cpu, &registry).unwrap().0;
+    let store = PageStore::open(storage, c.clone(), cpu, &registry)
+        .unwrap()
+        .0;
     setup(&store);
     store.log().set_durability(Durability::Lazy);
     for i in 1..=3000 {
         run_mtr(&store, i).unwrap();
     }
     let written = store.log().current_lsn();
-    assert!(written > 30 * (64 << 10), "the log should have cycled many times: {written}");
+    assert!(
+        written > 30 * (64 << 10),
+        "the log should have cycled many times: {written}"
+    );
     assert!(registry.get("log_checkpoints").unwrap() > 20);
     verify_prefix(&store, 3000, "after cycling the log");
     store.shutdown().unwrap();
