@@ -6,7 +6,9 @@
 //! file system measures what one durable write costs without the log, so
 //! the commit latency can be read against it.
 
-use super::{Fields, Value};
+use super::{
+    create_run_dir, finish_run_dir, new_histogram, validate_seconds, Fields, Value, Window,
+};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use millrace_io::{AlignedBuf, FsStorage, DIRECT_IO_ALIGN};
@@ -21,17 +23,11 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The start of every run that is not measured: threads still starting, the
-/// CPU budget's first refresh, the first lap of the log buffer.
-const WARMUP: Duration = Duration::from_millis(500);
 /// Small enough to write quickly, large enough that the write offsets do
 /// not stay in one block for a whole run.
 const BASELINE_FILE_BYTES: u64 = 64 << 20;
 /// One log block: what a lone commit writes.
 const BASELINE_WRITE_BYTES: usize = 4096;
-/// The largest latency the histograms track exactly; longer ones count as
-/// this. Fixed bounds, because a clamped record never resizes a histogram.
-const HIGHEST_TRACKED_US: u64 = 600_000_000;
 /// How long the checkpointer sleeps while the log has room.
 const CHECKPOINTER_IDLE: Duration = Duration::from_millis(10);
 
@@ -103,13 +99,9 @@ fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
 
 pub fn run(args: &LogArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args)?;
+    let run_dir = create_run_dir(args.dir.as_deref(), "log")?;
     let result = run_in(args, &run_dir);
-    if args.keep {
-        eprintln!("kept {}", run_dir.display());
-    } else if let Err(e) = fs::remove_dir_all(&run_dir) {
-        tracing::warn!(dir = %run_dir.display(), error = %e, "could not remove the run directory");
-    }
+    finish_run_dir(&run_dir, args.keep);
     let report = result?;
     if args.json {
         println!("{}", report.all_fields().to_json_line());
@@ -120,13 +112,7 @@ pub fn run(args: &LogArgs) -> Result<(), String> {
 }
 
 fn validate(args: &LogArgs) -> Result<(), String> {
-    if !args.seconds.is_finite() || args.seconds <= WARMUP.as_secs_f64() {
-        return Err(format!(
-            "--seconds must be more than the {} s warm-up, not {}",
-            WARMUP.as_secs_f64(),
-            args.seconds
-        ));
-    }
+    validate_seconds(args.seconds)?;
     let baseline_seconds_ok = args.baseline_seconds.is_finite() && args.baseline_seconds > 0.0;
     if !args.no_baseline && !baseline_seconds_ok {
         return Err(format!(
@@ -141,27 +127,6 @@ fn validate(args: &LogArgs) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// A fresh directory for this run under --dir (or the current directory),
-/// so that a run never reuses another's log file.
-fn create_run_dir(args: &LogArgs) -> Result<PathBuf, String> {
-    let base = match &args.dir {
-        Some(dir) => {
-            if !dir.is_dir() {
-                return Err(format!(
-                    "--dir {}: not an existing directory",
-                    dir.display()
-                ));
-            }
-            dir.clone()
-        }
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?,
-    };
-    let run_dir = base.join(format!("millrace-bench-log-{}", std::process::id()));
-    fs::create_dir(&run_dir).map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
-    Ok(run_dir)
 }
 
 /// Everything the output is made of.
@@ -387,23 +352,6 @@ impl Sample {
     }
 }
 
-/// The warm-up end and the deadline, computed by every thread right after
-/// the start barrier (they differ by microseconds).
-struct Window {
-    warmup_end: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn starting_now(seconds: f64) -> Self {
-        let start = Instant::now();
-        Self {
-            warmup_end: start + WARMUP,
-            end: start + Duration::from_secs_f64(seconds),
-        }
-    }
-}
-
 /// What one committer saw after the warm-up.
 struct Tally {
     commits: u64,
@@ -417,11 +365,6 @@ struct Measured {
     cpu_s: f64,
     latency_us: Histogram<u64>,
     counters: LogCounters,
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIGHEST_TRACKED_US, 3)
-        .expect("the bounds and precision are valid")
 }
 
 fn run_commits(args: &LogArgs, log: &Log, registry: &Registry) -> Result<Measured, String> {

@@ -2,20 +2,100 @@
 //! printing a readable table or, with `--json`, one flat JSON object per run
 //! for the scripts in bench/ to collect.
 
+mod btree;
 mod log;
 
 use clap::Subcommand;
+use hdrhistogram::Histogram;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Commits against the redo log alone: latency, group commit, CPU.
     Log(log::LogArgs),
+    /// A sysbench-like mix on a table of two B+tree indexes: throughput,
+    /// latency, page I/O, against a BTreeMap under a mutex.
+    Btree(btree::BtreeArgs),
 }
 
 /// Runs one benchmark; the error is a message for the user.
 pub fn run(command: BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Log(args) => log::run(&args),
+        BenchCommand::Btree(args) => btree::run(&args),
+    }
+}
+
+/// The start of every run that is not measured: threads still starting, the
+/// CPU budget's first refresh, the first lap of the log buffer.
+const WARMUP: Duration = Duration::from_millis(500);
+/// The largest latency the histograms track exactly; longer ones count as
+/// this. Fixed bounds, because a clamped record never resizes a histogram.
+const HIGHEST_TRACKED_US: u64 = 600_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_TRACKED_US, 3)
+        .expect("the bounds and precision are valid")
+}
+
+/// The warm-up end and the deadline, computed by every thread right after
+/// the start barrier (they differ by microseconds).
+struct Window {
+    warmup_end: Instant,
+    end: Instant,
+}
+
+impl Window {
+    fn starting_now(seconds: f64) -> Self {
+        let start = Instant::now();
+        Self {
+            warmup_end: start + WARMUP,
+            end: start + Duration::from_secs_f64(seconds),
+        }
+    }
+}
+
+/// `--seconds` must leave something after the warm-up.
+fn validate_seconds(seconds: f64) -> Result<(), String> {
+    if !seconds.is_finite() || seconds <= WARMUP.as_secs_f64() {
+        return Err(format!(
+            "--seconds must be more than the {} s warm-up, not {seconds}",
+            WARMUP.as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+/// A fresh directory for this run (millrace-bench-<name>-<pid>) under `dir`
+/// (or the current directory), so that a run never reuses another's files.
+fn create_run_dir(dir: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+    let base = match dir {
+        Some(dir) => {
+            if !dir.is_dir() {
+                return Err(format!(
+                    "--dir {}: not an existing directory",
+                    dir.display()
+                ));
+            }
+            dir.to_path_buf()
+        }
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let run_dir = base.join(format!("millrace-bench-{name}-{}", std::process::id()));
+    fs::create_dir(&run_dir).map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
+    Ok(run_dir)
+}
+
+/// At the end of a run: keeps its directory with `--keep`, removes it
+/// otherwise (a failure to remove is only logged).
+fn finish_run_dir(run_dir: &Path, keep: bool) {
+    if keep {
+        eprintln!("kept {}", run_dir.display());
+    } else if let Err(e) = fs::remove_dir_all(run_dir) {
+        tracing::warn!(dir = %run_dir.display(), error = %e, "could not remove the run directory");
     }
 }
 

@@ -1,0 +1,1189 @@
+//! `millrace bench btree`: a sysbench-like table driven through the B+tree
+//! alone (there is no transaction layer yet).
+//!
+//! The table is a clustered index (id -> k, c, pad) and a secondary index on
+//! k. Loading threads fill it at durability level 0; then N threads run a
+//! mix of update_index (move a row's secondary entry to a new k), insert and
+//! point_select, each write ending with a commit: a wait until the log is as
+//! durable as `--level` asks up to its current end. Afterwards both indexes
+//! are checked, and the same mix runs on two BTreeMaps under a mutex each,
+//! in memory and with no durability, as the baseline.
+
+use super::{create_run_dir, finish_run_dir, new_histogram, validate_seconds, Fields, Window};
+use clap::Args;
+use hdrhistogram::Histogram;
+use millrace_btree::{CheckReport, Error as TreeError, Index};
+use millrace_buf::{space, BufConfig, PageStore, StoreConfig};
+use millrace_io::FsStorage;
+use millrace_metrics::Registry;
+use millrace_redo::{Durability, LogConfig, WriterThreads};
+use millrace_sys::cpu::{process_cpu_time, CpuBudget, CpuProbe, CpuSnapshot};
+use millrace_sys::rng::SplitMix64;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The tablespace of the table's two indexes.
+const SPACE: u32 = 1;
+/// sysbench's columns: k BIGINT, c CHAR(120), pad CHAR(60).
+const C_BYTES: usize = 120;
+const PAD_BYTES: usize = 60;
+const ROW_BYTES: usize = 8 + C_BYTES + PAD_BYTES;
+/// How often the load reports its progress on stderr.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// Loading threads when --load-threads is not given: at most this many, and
+/// no more than the CPUs.
+const MAX_DEFAULT_LOAD_THREADS: u32 = 4;
+/// Seeds the row contents and the operations, so that the engine and the
+/// baseline load the same rows and run the same sequence per thread.
+const SEED: u64 = 0x6d69_6c6c_7261_6365;
+const MIB: f64 = (1u64 << 20) as f64;
+
+#[derive(Args, Debug)]
+pub struct BtreeArgs {
+    /// Rows loaded before the run (ids 1..=rows, k random in 1..=rows).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    rows: u64,
+    /// Threads running the operation mix.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    threads: u32,
+    /// Length of the run in seconds, the 0.5 s warm-up included (the baseline
+    /// runs as long again).
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Size of the buffer pool, MiB.
+    #[arg(long, default_value_t = 64)]
+    buffer_pool_mb: u64,
+    /// Page size in bytes: 4096, 8192, 16384 or 32768.
+    #[arg(long, default_value_t = 16384)]
+    page_size: usize,
+    /// flush_log_at_trx_commit for the run: 0 waits for nothing, 1 for the
+    /// flush, 2 for the write. The load always runs at 0.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    level: u8,
+    /// Size of the circular log file, MiB.
+    #[arg(long, default_value_t = 256)]
+    log_capacity_mb: u64,
+    /// Dedicated writer and flusher threads (on), a group commit leader (off),
+    /// or chosen by the CPU count (auto).
+    #[arg(long, default_value = "auto", value_parser = parse_writer_threads)]
+    log_writer_threads: WriterThreads,
+    /// Threads loading the table, on disjoint id ranges; by default the CPU
+    /// count, at most 4.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    load_threads: Option<u32>,
+    /// Relative weights of the operations; one not named has weight 0.
+    #[arg(long, default_value = "update_index=1,insert=1,point_select=1", value_parser = parse_mix)]
+    mix: Mix,
+    /// Where to create the run's directory (millrace-bench-btree-<pid>);
+    /// the current directory by default.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Keep the run's directory instead of removing it at the end.
+    #[arg(long)]
+    keep: bool,
+    /// Skip the BTreeMap baseline.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Print one JSON object on one line instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
+    s.parse()
+}
+
+fn parse_mix(s: &str) -> Result<Mix, String> {
+    s.parse()
+}
+
+pub fn run(args: &BtreeArgs) -> Result<(), String> {
+    validate(args)?;
+    let run_dir = create_run_dir(args.dir.as_deref(), "btree")?;
+    let result = run_in(args, &run_dir);
+    finish_run_dir(&run_dir, args.keep);
+    let report = result?;
+    if args.json {
+        println!("{}", report.all_fields().to_json_line());
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn validate(args: &BtreeArgs) -> Result<(), String> {
+    validate_seconds(args.seconds)?;
+    let pool_fits = args
+        .buffer_pool_mb
+        .checked_mul(1 << 20)
+        .is_some_and(|b| usize::try_from(b).is_ok());
+    if !pool_fits {
+        return Err(format!(
+            "--buffer-pool-mb {} is too large",
+            args.buffer_pool_mb
+        ));
+    }
+    if args.log_capacity_mb.checked_mul(1 << 20).is_none() {
+        return Err(format!(
+            "--log-capacity-mb {} is too large",
+            args.log_capacity_mb
+        ));
+    }
+    Ok(())
+}
+
+fn durability(args: &BtreeArgs) -> Durability {
+    Durability::from_level(args.level).expect("clap allows only 0, 1 and 2")
+}
+
+fn store_config(args: &BtreeArgs) -> StoreConfig {
+    StoreConfig {
+        buf: BufConfig {
+            page_size: args.page_size,
+            pool_bytes: (args.buffer_pool_mb << 20) as usize,
+            ..Default::default()
+        },
+        log: LogConfig {
+            capacity_bytes: args.log_capacity_mb << 20,
+            durability: durability(args),
+            writer_threads: args.log_writer_threads,
+            ..Default::default()
+        },
+        cleaner: true,
+    }
+}
+
+/// Everything the output is made of.
+struct Report<'a> {
+    args: &'a BtreeArgs,
+    machine: CpuSnapshot,
+    load_threads: u32,
+    dedicated_writer_threads: bool,
+    engine: Engine,
+    baseline: Option<Baseline>,
+}
+
+fn run_in<'a>(args: &'a BtreeArgs, run_dir: &Path) -> Result<Report<'a>, String> {
+    let registry = Registry::new();
+    let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
+    let load_threads = args.load_threads.unwrap_or_else(|| {
+        cpu.snapshot()
+            .effective_cpus
+            .clamp(1, MAX_DEFAULT_LOAD_THREADS)
+    });
+    let storage = FsStorage::new(run_dir, false)
+        .map_err(|e| format!("opening storage in {}: {e}", run_dir.display()))?;
+    let (engine, dedicated_writer_threads) = {
+        let (store, _) = PageStore::open(
+            Arc::new(storage),
+            store_config(args),
+            cpu.clone(),
+            &registry,
+        )
+        .map_err(|e| format!("opening the page store: {e}"))?;
+        let engine = check_metrics(&registry)
+            .and_then(|()| run_engine(args, &store, &registry, load_threads));
+        let shutdown = store.shutdown();
+        let engine = engine?;
+        shutdown.map_err(|e| format!("shutting the page store down: {e}"))?;
+        (engine, store.log().dedicated_writer_threads())
+    };
+    // The store (and its buffer pool's memory) is gone before the baseline.
+    release_freed_memory();
+    let baseline = if args.no_baseline {
+        None
+    } else {
+        Some(run_baseline(args, load_threads)?)
+    };
+    Ok(Report {
+        args,
+        machine: cpu.snapshot(),
+        load_threads,
+        dedicated_writer_threads,
+        engine,
+        baseline,
+    })
+}
+
+/// Hands the memory the engine run freed back to the system. Without it, on
+/// glibc, the baseline after a busy engine run (100k rows, 16 threads, 2
+/// CPUs, pool 512 MiB) came out at 320-390k ops/s in 8 of 8 runs, and at
+/// 410-550k with it, as after an engine run that allocated little.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's
+    // arenas to the system; it touches no live allocation.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Fails before any thread starts if a counter this bench reports is gone.
+fn check_metrics(registry: &Registry) -> Result<(), String> {
+    for name in Counters::NAMES {
+        if registry.get(name).is_none() {
+            return Err(format!("the store does not register the metric {name}"));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The operations.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    UpdateIndex = 0,
+    Insert = 1,
+    PointSelect = 2,
+}
+
+impl Op {
+    const ALL: [Op; 3] = [Op::UpdateIndex, Op::Insert, Op::PointSelect];
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::UpdateIndex => "update_index",
+            Op::Insert => "insert",
+            Op::PointSelect => "point_select",
+        }
+    }
+}
+
+/// Relative weights of the operations, in the order of `Op::ALL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mix {
+    weights: [u32; 3],
+}
+
+impl Mix {
+    fn total(&self) -> u64 {
+        self.weights.iter().map(|&w| u64::from(w)).sum()
+    }
+
+    fn pick(&self, rng: &mut SplitMix64) -> Op {
+        let mut x = rng.below(self.total());
+        for (op, &w) in Op::ALL.iter().zip(&self.weights) {
+            if x < u64::from(w) {
+                return *op;
+            }
+            x -= u64::from(w);
+        }
+        unreachable!("x is below the sum of the weights")
+    }
+}
+
+impl FromStr for Mix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut weights = [None; 3];
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, weight) = part
+                .split_once('=')
+                .ok_or_else(|| format!("mix entry {part:?} is not name=weight"))?;
+            let op = Op::ALL
+                .iter()
+                .find(|op| op.name() == name.trim())
+                .ok_or_else(|| {
+                    format!("mix: unknown operation {name:?} (update_index, insert, point_select)")
+                })?;
+            let weight: u32 = weight
+                .trim()
+                .parse()
+                .map_err(|e| format!("mix: weight of {name}: {e}"))?;
+            if weights[*op as usize].replace(weight).is_some() {
+                return Err(format!("mix: {name} is given twice"));
+            }
+        }
+        let mix = Mix {
+            weights: weights.map(|w| w.unwrap_or(0)),
+        };
+        if mix.total() == 0 {
+            return Err("mix: at least one weight must be positive".into());
+        }
+        Ok(mix)
+    }
+}
+
+impl fmt::Display for Mix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = Op::ALL
+            .iter()
+            .zip(&self.weights)
+            .map(|(op, w)| format!("{}={w}", op.name()))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// The table's two indexes, in the engine or in memory: the load and the
+/// operations are written once against this.
+trait Table: Sync {
+    /// The row's value, if the row exists.
+    fn get(&self, id: u64) -> Result<Option<Vec<u8>>, String>;
+    fn insert_row(&self, id: u64, row: &[u8], trx_id: u64, roll_ptr: u64) -> Result<(), String>;
+    fn update_row(&self, id: u64, row: &[u8], trx_id: u64, roll_ptr: u64) -> Result<(), String>;
+    /// Removes a secondary entry; false if there was none.
+    fn delete_entry(&self, key: &[u8]) -> Result<bool, String>;
+    /// Adds a secondary entry; false if it was there already.
+    fn insert_entry(&self, key: &[u8]) -> Result<bool, String>;
+    /// Waits until every change made so far is as durable as asked.
+    fn commit(&self) -> Result<(), String>;
+}
+
+fn row_key(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+/// k then id, both big-endian: entries sort by k, then by id.
+fn entry_key(k: u64, id: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&k.to_be_bytes());
+    key[8..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// k (u64 little-endian), then c and pad as random digits.
+fn new_row(k: u64, rng: &mut SplitMix64) -> Vec<u8> {
+    let mut row = vec![0u8; ROW_BYTES];
+    row[..8].copy_from_slice(&k.to_le_bytes());
+    for chunk in row[8..].chunks_mut(16) {
+        let mut x = rng.next_u64();
+        for b in chunk {
+            *b = b'0' + (x % 10) as u8;
+            x /= 10;
+        }
+    }
+    row
+}
+
+fn row_k(id: u64, row: &[u8]) -> Result<u64, String> {
+    row.get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .ok_or_else(|| format!("row {id} has {} bytes, fewer than k", row.len()))
+}
+
+/// What every worker shares.
+struct Workload {
+    rows: u64,
+    mix: Mix,
+    seconds: f64,
+    /// The id of the next inserted row.
+    next_id: AtomicU64,
+}
+
+impl Workload {
+    fn new(args: &BtreeArgs) -> Self {
+        Self {
+            rows: args.rows,
+            mix: args.mix,
+            seconds: args.seconds,
+            next_id: AtomicU64::new(args.rows + 1),
+        }
+    }
+
+    /// An id of the loaded range, or a k.
+    fn random(&self, rng: &mut SplitMix64) -> u64 {
+        1 + rng.below(self.rows)
+    }
+
+    /// Rows in the table: the loaded ones and every insert so far.
+    fn rows_now(&self) -> u64 {
+        self.next_id.load(Ordering::SeqCst) - 1
+    }
+}
+
+/// Moves one row's secondary entry to a new k. Returns the races seen:
+/// with no row locks, two threads updating one row may find its entry gone
+/// or its new entry already there.
+fn update_index<T: Table>(
+    table: &T,
+    w: &Workload,
+    rng: &mut SplitMix64,
+    trx_id: u64,
+    roll_ptr: u64,
+) -> Result<u64, String> {
+    let id = w.random(rng);
+    let mut row = table
+        .get(id)?
+        .ok_or_else(|| format!("row {id} is missing"))?;
+    let old_k = row_k(id, &row)?;
+    let new_k = w.random(rng);
+    let mut races = 0;
+    if !table.delete_entry(&entry_key(old_k, id))? {
+        races += 1;
+    }
+    if !table.insert_entry(&entry_key(new_k, id))? {
+        races += 1;
+    }
+    row[..8].copy_from_slice(&new_k.to_le_bytes());
+    table.update_row(id, &row, trx_id, roll_ptr)?;
+    table.commit()?;
+    Ok(races)
+}
+
+fn insert<T: Table>(
+    table: &T,
+    w: &Workload,
+    rng: &mut SplitMix64,
+    trx_id: u64,
+    roll_ptr: u64,
+) -> Result<(), String> {
+    let id = w.next_id.fetch_add(1, Ordering::SeqCst);
+    let k = w.random(rng);
+    table.insert_row(id, &new_row(k, rng), trx_id, roll_ptr)?;
+    if !table.insert_entry(&entry_key(k, id))? {
+        return Err(format!(
+            "the secondary entry of the new row {id} exists already"
+        ));
+    }
+    table.commit()
+}
+
+fn point_select<T: Table>(table: &T, w: &Workload, rng: &mut SplitMix64) -> Result<(), String> {
+    let id = w.random(rng);
+    match table.get(id)? {
+        Some(_) => Ok(()),
+        None => Err(format!("row {id} is missing")),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The engine's table and the baseline's.
+
+struct EngineTable<'s> {
+    store: &'s PageStore,
+    clustered: Index,
+    secondary: Index,
+}
+
+impl<'s> EngineTable<'s> {
+    fn create(store: &'s PageStore) -> Result<Self, String> {
+        let mut mtr = store
+            .mtr()
+            .map_err(|e| format!("creating space {SPACE}: {e}"))?;
+        // Draw the id from the system space's counter, so the store-wide
+        // check (`millrace check`) knows the space exists.
+        let id =
+            space::next_space_id(&mut mtr).map_err(|e| format!("creating space {SPACE}: {e}"))?;
+        if id != SPACE {
+            return Err(format!(
+                "a fresh store handed out space id {id}, expected {SPACE}"
+            ));
+        }
+        space::create_space(&mut mtr, SPACE).map_err(|e| format!("creating space {SPACE}: {e}"))?;
+        mtr.commit()
+            .map_err(|e| format!("creating space {SPACE}: {e}"))?;
+        let clustered = Index::create(store, SPACE, true)
+            .map_err(|e| format!("creating the clustered index: {e}"))?;
+        let secondary = Index::create(store, SPACE, false)
+            .map_err(|e| format!("creating the secondary index: {e}"))?;
+        let max = clustered.max_record_bytes(store);
+        if row_key(0).len() + ROW_BYTES > max {
+            return Err(format!(
+                "a row of {} bytes exceeds the largest record of a {} byte page, {max}",
+                row_key(0).len() + ROW_BYTES,
+                store.pool().page_size()
+            ));
+        }
+        Ok(Self {
+            store,
+            clustered,
+            secondary,
+        })
+    }
+
+    /// Checks both indexes (no thread may be running operations) and that
+    /// the clustered index holds every row.
+    fn check(&self, rows: u64, races: u64) -> Result<(), String> {
+        let mut reports: Vec<CheckReport> = Vec::new();
+        for (name, index) in [
+            ("clustered", &self.clustered),
+            ("secondary", &self.secondary),
+        ] {
+            let r = index
+                .check(self.store)
+                .map_err(|e| format!("the check of the {name} index failed: {e}"))?;
+            eprintln!(
+                "check {name}: {} records ({} delete-marked), {} pages ({} leaves), {} levels, \
+                 fill_pct {}",
+                r.records, r.deleted_records, r.pages, r.leaf_pages, r.levels, r.fill_pct
+            );
+            reports.push(r);
+        }
+        let (clustered, secondary) = (&reports[0], &reports[1]);
+        if clustered.records != rows {
+            return Err(format!(
+                "the clustered index holds {} records, but {rows} rows were loaded or inserted",
+                clustered.records
+            ));
+        }
+        if secondary.records != rows {
+            eprintln!(
+                "note: {} secondary entries for {rows} rows: concurrent updates of one row \
+                 (no row locks yet; {races} races seen) leave stale or missing entries",
+                secondary.records
+            );
+        }
+        Ok(())
+    }
+
+    /// (pages, free pages) of the system space and the table's space.
+    fn space_pages(&self) -> Result<(u64, u64), String> {
+        let err = |e: millrace_buf::Error| format!("reading the space sizes: {e}");
+        let mut mtr = self.store.mtr().map_err(err)?;
+        let (mut pages, mut free) = (0, 0);
+        for s in [space::SYSTEM_SPACE, SPACE] {
+            let (size, n_free) = space::space_size(&mut mtr, s).map_err(err)?;
+            pages += u64::from(size);
+            free += u64::from(n_free);
+        }
+        mtr.commit().map_err(err)?;
+        Ok((pages, free))
+    }
+}
+
+impl Table for EngineTable<'_> {
+    fn get(&self, id: u64) -> Result<Option<Vec<u8>>, String> {
+        self.clustered
+            .get(self.store, &row_key(id))
+            .map(|row| row.map(|r| r.value))
+            .map_err(|e| format!("reading row {id}: {e}"))
+    }
+
+    fn insert_row(&self, id: u64, row: &[u8], trx_id: u64, roll_ptr: u64) -> Result<(), String> {
+        self.clustered
+            .insert(self.store, &row_key(id), row, trx_id, roll_ptr)
+            .map_err(|e| format!("inserting row {id}: {e}"))
+    }
+
+    fn update_row(&self, id: u64, row: &[u8], trx_id: u64, roll_ptr: u64) -> Result<(), String> {
+        match self
+            .clustered
+            .update(self.store, &row_key(id), row, trx_id, roll_ptr)
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("updating row {id}: it is missing")),
+            Err(e) => Err(format!("updating row {id}: {e}")),
+        }
+    }
+
+    fn delete_entry(&self, key: &[u8]) -> Result<bool, String> {
+        self.secondary
+            .delete(self.store, key)
+            .map_err(|e| format!("deleting a secondary entry: {e}"))
+    }
+
+    fn insert_entry(&self, key: &[u8]) -> Result<bool, String> {
+        match self.secondary.insert(self.store, key, &[], 0, 0) {
+            Ok(()) => Ok(true),
+            Err(TreeError::Duplicate) => Ok(false),
+            Err(e) => Err(format!("inserting a secondary entry: {e}")),
+        }
+    }
+
+    fn commit(&self) -> Result<(), String> {
+        let log = self.store.log();
+        log.wait_durable(log.current_lsn())
+            .map_err(|e| format!("commit: {e}"))
+    }
+}
+
+/// The baseline: the same two indexes as ordered maps in memory, each under
+/// one mutex, with no durability.
+#[derive(Default)]
+struct MapTable {
+    clustered: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    secondary: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl Table for MapTable {
+    fn get(&self, id: u64) -> Result<Option<Vec<u8>>, String> {
+        let map = self.clustered.lock().expect("poisoned");
+        Ok(map.get(row_key(id).as_slice()).cloned())
+    }
+
+    fn insert_row(&self, id: u64, row: &[u8], _: u64, _: u64) -> Result<(), String> {
+        let mut map = self.clustered.lock().expect("poisoned");
+        match map.insert(row_key(id).to_vec(), row.to_vec()) {
+            None => Ok(()),
+            Some(_) => Err(format!("inserting row {id}: it exists already")),
+        }
+    }
+
+    fn update_row(&self, id: u64, row: &[u8], _: u64, _: u64) -> Result<(), String> {
+        let mut map = self.clustered.lock().expect("poisoned");
+        match map.get_mut(row_key(id).as_slice()) {
+            Some(value) => {
+                value.clear();
+                value.extend_from_slice(row);
+                Ok(())
+            }
+            None => Err(format!("updating row {id}: it is missing")),
+        }
+    }
+
+    fn delete_entry(&self, key: &[u8]) -> Result<bool, String> {
+        let mut map = self.secondary.lock().expect("poisoned");
+        Ok(map.remove(key).is_some())
+    }
+
+    fn insert_entry(&self, key: &[u8]) -> Result<bool, String> {
+        let mut map = self.secondary.lock().expect("poisoned");
+        if map.contains_key(key) {
+            return Ok(false);
+        }
+        map.insert(key.to_vec(), Vec::new());
+        Ok(true)
+    }
+
+    fn commit(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The load.
+
+struct Loaded {
+    rows: u64,
+    seconds: f64,
+}
+
+/// The ids thread `t` of `threads` loads: consecutive ranges covering 1..=rows.
+fn load_range(rows: u64, threads: u32, t: u32) -> Range<u64> {
+    let at = |i: u32| 1 + (u128::from(rows) * u128::from(i) / u128::from(threads)) as u64;
+    at(t)..at(t + 1)
+}
+
+/// Inserts rows 1..=rows, ids ascending in each thread's range, printing
+/// the progress every second.
+fn load<T: Table>(table: &T, rows: u64, threads: u32, label: &str) -> Result<Loaded, String> {
+    let loaded = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let start = Instant::now();
+    thread::scope(|s| {
+        let loaders: Vec<_> = (0..threads)
+            .map(|t| {
+                let (loaded, failed) = (&loaded, &failed);
+                s.spawn(move || {
+                    let result =
+                        load_ids(table, load_range(rows, threads, t), rows, t, loaded, failed);
+                    if result.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    result
+                })
+            })
+            .collect();
+        let (mut last_at, mut last_rows) = (start, 0);
+        while !loaders.iter().all(|l| l.is_finished()) {
+            thread::sleep(Duration::from_millis(20));
+            if last_at.elapsed() >= PROGRESS_INTERVAL {
+                let (now, n) = (Instant::now(), loaded.load(Ordering::Relaxed));
+                let rate = (n - last_rows) as f64 / now.duration_since(last_at).as_secs_f64();
+                eprintln!("{label}: {n} of {rows} rows, {rate:.0} rows/s");
+                (last_at, last_rows) = (now, n);
+            }
+        }
+        for loader in loaders {
+            loader
+                .join()
+                .map_err(|_| format!("a {label} thread panicked"))?
+                .map_err(|e| format!("{label}: {e}"))?;
+        }
+        Ok::<(), String>(())
+    })?;
+    Ok(Loaded {
+        rows,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn load_ids<T: Table>(
+    table: &T,
+    ids: Range<u64>,
+    rows: u64,
+    thread: u32,
+    loaded: &AtomicU64,
+    failed: &AtomicBool,
+) -> Result<(), String> {
+    let mut rng = SplitMix64::new(SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    for id in ids {
+        if failed.load(Ordering::Relaxed) {
+            // Another loader failed; its error is the one reported.
+            return Ok(());
+        }
+        let k = 1 + rng.below(rows);
+        table.insert_row(id, &new_row(k, &mut rng), 0, 0)?;
+        if !table.insert_entry(&entry_key(k, id))? {
+            return Err(format!("the secondary entry of row {id} exists already"));
+        }
+        loaded.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The run and its measurements.
+
+/// The store's counters this bench reports, at one moment.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    page_reads: u64,
+    page_writes: u64,
+    lru_evictions: u64,
+    flush_adaptive: u64,
+    flush_lru: u64,
+    doublewrite_bytes: u64,
+    page_latch_waits: u64,
+    log_fsyncs: u64,
+}
+
+impl Counters {
+    const NAMES: [&'static str; 8] = [
+        "buffer_page_reads",
+        "buffer_page_writes",
+        "buffer_lru_evictions",
+        "buffer_flush_adaptive",
+        "buffer_flush_lru",
+        "buffer_doublewrite_bytes",
+        "buffer_page_latch_waits",
+        "log_fsyncs",
+    ];
+
+    /// check_metrics made sure every name is registered.
+    fn read(registry: &Registry) -> Self {
+        let get = |name| registry.get(name).unwrap_or(0);
+        Self {
+            page_reads: get("buffer_page_reads"),
+            page_writes: get("buffer_page_writes"),
+            lru_evictions: get("buffer_lru_evictions"),
+            flush_adaptive: get("buffer_flush_adaptive"),
+            flush_lru: get("buffer_flush_lru"),
+            doublewrite_bytes: get("buffer_doublewrite_bytes"),
+            page_latch_waits: get("buffer_page_latch_waits"),
+            log_fsyncs: get("log_fsyncs"),
+        }
+    }
+
+    fn since(&self, before: &Self) -> Self {
+        Self {
+            page_reads: self.page_reads - before.page_reads,
+            page_writes: self.page_writes - before.page_writes,
+            lru_evictions: self.lru_evictions - before.lru_evictions,
+            flush_adaptive: self.flush_adaptive - before.flush_adaptive,
+            flush_lru: self.flush_lru - before.flush_lru,
+            doublewrite_bytes: self.doublewrite_bytes - before.doublewrite_bytes,
+            page_latch_waits: self.page_latch_waits - before.page_latch_waits,
+            log_fsyncs: self.log_fsyncs - before.log_fsyncs,
+        }
+    }
+}
+
+/// The counters (none for the baseline), the process CPU time and the
+/// clock at one moment.
+struct Sample {
+    at: Instant,
+    cpu_time: Duration,
+    counters: Counters,
+}
+
+impl Sample {
+    fn take(registry: Option<&Registry>) -> Self {
+        Self {
+            at: Instant::now(),
+            cpu_time: process_cpu_time(),
+            counters: registry.map_or_else(Counters::default, Counters::read),
+        }
+    }
+}
+
+/// What one worker saw.
+struct Tally {
+    /// Operations after the warm-up, by `Op`.
+    ops: [u64; 3],
+    races: u64,
+    /// Races during the whole run, the warm-up included.
+    all_races: u64,
+    latency_us: Histogram<u64>,
+}
+
+/// The measured window, all threads together.
+struct Measured {
+    ops: [u64; 3],
+    races: u64,
+    all_races: u64,
+    wall_s: f64,
+    cpu_s: f64,
+    latency_us: Histogram<u64>,
+    counters: Counters,
+}
+
+impl Measured {
+    fn total_ops(&self) -> u64 {
+        self.ops.iter().sum()
+    }
+}
+
+fn run_ops<T: Table>(
+    table: &T,
+    w: &Workload,
+    threads: u32,
+    registry: Option<&Registry>,
+) -> Result<Measured, String> {
+    let start = Barrier::new(threads as usize + 1);
+    thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let start = &start;
+                s.spawn(move || worker_loop(table, w, t, start))
+            })
+            .collect();
+        start.wait();
+        let window = Window::starting_now(w.seconds);
+        thread::sleep(window.warmup_end.saturating_duration_since(Instant::now()));
+        let before = Sample::take(registry);
+        // The window ends when the last operation started before the
+        // deadline is done, so every counted commit's flush is in the deltas.
+        let tallies: Vec<_> = workers.into_iter().map(|t| t.join()).collect();
+        let after = Sample::take(registry);
+
+        let mut measured = Measured {
+            ops: [0; 3],
+            races: 0,
+            all_races: 0,
+            wall_s: after.at.duration_since(before.at).as_secs_f64(),
+            cpu_s: after.cpu_time.saturating_sub(before.cpu_time).as_secs_f64(),
+            latency_us: new_histogram(),
+            counters: after.counters.since(&before.counters),
+        };
+        for tally in tallies {
+            let tally = tally.map_err(|_| "a worker thread panicked".to_string())??;
+            for (sum, n) in measured.ops.iter_mut().zip(tally.ops) {
+                *sum += n;
+            }
+            measured.races += tally.races;
+            measured.all_races += tally.all_races;
+            measured
+                .latency_us
+                .add(&tally.latency_us)
+                .map_err(|e| format!("merging latency histograms: {e:?}"))?;
+        }
+        Ok(measured)
+    })
+}
+
+fn worker_loop<T: Table>(
+    table: &T,
+    w: &Workload,
+    thread: u32,
+    start: &Barrier,
+) -> Result<Tally, String> {
+    let mut rng = SplitMix64::new(!SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let trx_id = u64::from(thread) + 1;
+    let mut tally = Tally {
+        ops: [0; 3],
+        races: 0,
+        all_races: 0,
+        latency_us: new_histogram(),
+    };
+    let mut op_no = 0u64;
+    start.wait();
+    let window = Window::starting_now(w.seconds);
+    loop {
+        let t0 = Instant::now();
+        if t0 >= window.end {
+            return Ok(tally);
+        }
+        let op = w.mix.pick(&mut rng);
+        op_no += 1;
+        let races = match op {
+            Op::UpdateIndex => update_index(table, w, &mut rng, trx_id, op_no)?,
+            Op::Insert => insert(table, w, &mut rng, trx_id, op_no).map(|()| 0)?,
+            Op::PointSelect => point_select(table, w, &mut rng).map(|()| 0)?,
+        };
+        tally.all_races += races;
+        if t0 >= window.warmup_end {
+            tally
+                .latency_us
+                .saturating_record(t0.elapsed().as_micros() as u64);
+            tally.ops[op as usize] += 1;
+            tally.races += races;
+        }
+    }
+}
+
+/// The engine's part of the output.
+struct Engine {
+    load: Loaded,
+    /// Pages of the system space and the table's space after the load.
+    data_bytes: u64,
+    measured: Measured,
+}
+
+fn run_engine(
+    args: &BtreeArgs,
+    store: &PageStore,
+    registry: &Registry,
+    load_threads: u32,
+) -> Result<Engine, String> {
+    let table = EngineTable::create(store)?;
+    let log = store.log();
+    log.set_durability(Durability::Lazy);
+    let load = load(&table, args.rows, load_threads, "load")?;
+    // The run starts with the load durable and its pages written, so its
+    // page writes are the run's own.
+    let t0 = Instant::now();
+    log.wait_flushed(log.current_lsn())
+        .map_err(|e| format!("flushing the log after the load: {e}"))?;
+    log.set_durability(durability(args));
+    store
+        .checkpoint_now()
+        .map_err(|e| format!("checkpointing after the load: {e}"))?;
+    let (pages, free) = table.space_pages()?;
+    let data_bytes = pages * store.pool().page_size() as u64;
+    eprintln!(
+        "loaded {} rows in {:.2} s ({:.0} rows/s, {load_threads} threads), flushed and \
+         checkpointed in {:.2} s; data {:.1} MiB ({pages} pages, {free} free), buffer pool {} MiB",
+        load.rows,
+        load.seconds,
+        load.rows as f64 / load.seconds,
+        t0.elapsed().as_secs_f64(),
+        data_bytes as f64 / MIB,
+        args.buffer_pool_mb,
+    );
+    let workload = Workload::new(args);
+    let measured = run_ops(&table, &workload, args.threads, Some(registry))?;
+    let (pages, free) = table.space_pages()?;
+    eprintln!(
+        "after the run: data {:.1} MiB ({pages} pages, {free} free)",
+        (pages * store.pool().page_size() as u64) as f64 / MIB
+    );
+    table.check(workload.rows_now(), measured.all_races)?;
+    Ok(Engine {
+        load,
+        data_bytes,
+        measured,
+    })
+}
+
+/// The BTreeMap baseline's result.
+struct Baseline {
+    ops_per_s: f64,
+}
+
+fn run_baseline(args: &BtreeArgs, load_threads: u32) -> Result<Baseline, String> {
+    let table = MapTable::default();
+    load(&table, args.rows, load_threads, "baseline load")?;
+    let workload = Workload::new(args);
+    let m = run_ops(&table, &workload, args.threads, None)?;
+    let ops_per_s = m.total_ops() as f64 / m.wall_s;
+    eprintln!(
+        "baseline (BTreeMaps under a mutex): {} ops in {:.2} s, {ops_per_s:.0} ops/s, {} races",
+        m.total_ops(),
+        m.wall_s,
+        m.races
+    );
+    Ok(Baseline { ops_per_s })
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+impl Report<'_> {
+    fn settings(&self) -> Fields {
+        let args = self.args;
+        let mut f = Fields::new();
+        f.uint("threads", args.threads.into());
+        f.float("seconds", args.seconds);
+        f.uint("rows", args.rows);
+        f.uint("buffer_pool_mb", args.buffer_pool_mb);
+        f.uint("page_size", args.page_size as u64);
+        f.uint("level", args.level.into());
+        f
+    }
+
+    fn results(&self) -> Fields {
+        let e = &self.engine;
+        let m = &e.measured;
+        let c = &m.counters;
+        let ops = m.total_ops();
+        let mut f = Fields::new();
+        f.float("data_mb", e.data_bytes as f64 / MIB);
+        f.uint("ops", ops);
+        f.float("ops_per_s", self.ops_per_s());
+        f.uint("p50_us", m.latency_us.value_at_quantile(0.5));
+        f.uint("p95_us", m.latency_us.value_at_quantile(0.95));
+        f.uint("p99_us", m.latency_us.value_at_quantile(0.99));
+        f.uint("max_us", m.latency_us.max());
+        f.uint("update_index_ops", m.ops[Op::UpdateIndex as usize]);
+        f.uint("insert_ops", m.ops[Op::Insert as usize]);
+        f.uint("point_select_ops", m.ops[Op::PointSelect as usize]);
+        f.uint("races", m.races);
+        f.uint("page_reads", c.page_reads);
+        f.uint("page_writes", c.page_writes);
+        f.uint("lru_evictions", c.lru_evictions);
+        f.uint("flush_adaptive", c.flush_adaptive);
+        f.uint("flush_lru", c.flush_lru);
+        f.float("doublewrite_mb", c.doublewrite_bytes as f64 / MIB);
+        f.uint("page_latch_waits", c.page_latch_waits);
+        f.uint("log_fsyncs", c.log_fsyncs);
+        f.float("cpu_s", m.cpu_s);
+        f.float("cpu_per_op_us", m.cpu_s * 1e6 / ops as f64);
+        f.float("load_s", e.load.seconds);
+        f.float("load_rows_per_s", e.load.rows as f64 / e.load.seconds);
+        f.opt_float(
+            "baseline_ops_per_s",
+            self.baseline.as_ref().map(|b| b.ops_per_s),
+        );
+        f.opt_float("ops_vs_baseline", self.ops_vs_baseline());
+        f
+    }
+
+    /// Settings and facts that explain a run, after the results.
+    fn more_settings(&self) -> Fields {
+        let args = self.args;
+        let mut f = Fields::new();
+        f.float("measured_s", self.engine.measured.wall_s);
+        f.string("mix", &args.mix.to_string());
+        f.uint("load_threads", self.load_threads.into());
+        f.uint("log_capacity_mb", args.log_capacity_mb);
+        f.string("log_writer_threads", &args.log_writer_threads.to_string());
+        f.bool("dedicated_writer_threads", self.dedicated_writer_threads);
+        f.uint("effective_cpus", self.machine.effective_cpus.into());
+        f
+    }
+
+    fn ops_per_s(&self) -> f64 {
+        let m = &self.engine.measured;
+        m.total_ops() as f64 / m.wall_s
+    }
+
+    fn ops_vs_baseline(&self) -> Option<f64> {
+        self.baseline
+            .as_ref()
+            .map(|b| self.ops_per_s() / b.ops_per_s)
+    }
+
+    fn all_fields(&self) -> Fields {
+        let mut f = self.settings();
+        f.extend(self.results());
+        f.extend(self.more_settings());
+        f
+    }
+}
+
+fn print_table(report: &Report) {
+    let machine = &report.machine;
+    let quota = machine
+        .quota_cpus
+        .map_or("no quota".to_string(), |q| format!("quota {q} CPUs"));
+    println!(
+        "machine: {} effective CPUs ({} in the affinity mask, {quota})",
+        machine.effective_cpus, machine.affinity_cpus
+    );
+    let mut settings = report.settings();
+    settings.extend(report.more_settings());
+    let settings: Vec<String> = settings
+        .iter()
+        .filter(|(k, _)| *k != "measured_s")
+        .map(|(k, v)| format!("{k}={}", v.to_text()))
+        .collect();
+    println!("settings: {}", settings.join(" "));
+    let results = report.results();
+    let width = results.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    println!("{:<width$} | value", "metric");
+    println!("{}-|------", "-".repeat(width));
+    for (key, value) in results.iter() {
+        println!("{key:<width$} | {}", value.to_text());
+    }
+    let data_mb = report.engine.data_bytes as f64 / MIB;
+    println!(
+        "data: {data_mb:.1} MiB after the load, buffer pool {} MiB ({:.2}x the data)",
+        report.args.buffer_pool_mb,
+        report.args.buffer_pool_mb as f64 / data_mb
+    );
+    match (report.ops_vs_baseline(), &report.baseline) {
+        (Some(ratio), Some(b)) => println!(
+            "throughput: {:.0} ops/s is {ratio:.3}x the BTreeMaps under a mutex ({:.0} ops/s)",
+            report.ops_per_s(),
+            b.ops_per_s
+        ),
+        _ => println!("throughput: no baseline measured (--no-baseline)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_parses_and_prints() {
+        let mix: Mix = "update_index=2, point_select=1".parse().unwrap();
+        assert_eq!(mix.weights, [2, 0, 1]);
+        assert_eq!(mix.to_string(), "update_index=2,insert=0,point_select=1");
+        assert!("insert=0".parse::<Mix>().is_err());
+        assert!("insert=1,insert=2".parse::<Mix>().is_err());
+        assert!("delete=1".parse::<Mix>().is_err());
+        assert!("insert".parse::<Mix>().is_err());
+    }
+
+    #[test]
+    fn mix_picks_only_weighted_operations() {
+        let mix: Mix = "insert=1,point_select=3".parse().unwrap();
+        let mut rng = SplitMix64::new(1);
+        let mut seen = [0u64; 3];
+        for _ in 0..4000 {
+            seen[mix.pick(&mut rng) as usize] += 1;
+        }
+        assert_eq!(seen[Op::UpdateIndex as usize], 0);
+        assert!(seen[Op::PointSelect as usize] > 2 * seen[Op::Insert as usize]);
+    }
+
+    #[test]
+    fn load_ranges_cover_every_id_once() {
+        for (rows, threads) in [(10, 3), (1, 4), (100_000, 4)] {
+            let ranges: Vec<_> = (0..threads).map(|t| load_range(rows, threads, t)).collect();
+            assert_eq!(ranges[0].start, 1);
+            assert_eq!(ranges.last().unwrap().end, rows + 1);
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+            }
+        }
+    }
+
+    #[test]
+    fn the_workload_runs_on_the_baseline() {
+        let args = BtreeArgs {
+            rows: 500,
+            threads: 3,
+            seconds: 0.6,
+            buffer_pool_mb: 64,
+            page_size: 16384,
+            level: 1,
+            log_capacity_mb: 256,
+            log_writer_threads: WriterThreads::Auto,
+            load_threads: None,
+            mix: "update_index=1,insert=1,point_select=1".parse().unwrap(),
+            dir: None,
+            keep: false,
+            no_baseline: false,
+            json: true,
+        };
+        let table = MapTable::default();
+        load(&table, args.rows, 2, "test load").unwrap();
+        let w = Workload::new(&args);
+        let m = run_ops(&table, &w, args.threads, None).unwrap();
+        assert!(m.total_ops() > 0);
+        let rows = table.clustered.lock().unwrap().len() as u64;
+        assert_eq!(rows, w.rows_now());
+    }
+}
