@@ -218,6 +218,8 @@ pub struct BufferPool {
     pub(crate) files: SpaceFiles,
     dblwr: Mutex<(Doublewrite, AlignedBuf)>,
     log: OnceLock<Arc<Log>>,
+    /// Wakes the page cleaner (frames short, log filling).
+    pub(crate) cleaner_wake: (Mutex<bool>, Condvar),
     started: Instant,
     pub(crate) m: PoolMetrics,
 }
@@ -302,6 +304,7 @@ impl BufferPool {
             files,
             dblwr: Mutex::new((dblwr, AlignedBuf::zeroed(batch * page_size, align))),
             log: OnceLock::new(),
+            cleaner_wake: (Mutex::new(false), Condvar::new()),
             started: Instant::now(),
             frames,
             m,
@@ -528,7 +531,16 @@ impl BufferPool {
     fn get_free_frame(&self) -> Result<u32, Error> {
         let deadline = Instant::now() + Duration::from_millis(self.cfg.frame_wait_timeout_ms);
         loop {
-            if let Some(f) = order::lock(&self.free, Level::Free).pop() {
+            let (f, left) = {
+                let mut free = order::lock(&self.free, Level::Free);
+                (free.pop(), free.len())
+            };
+            if left < self.free_target() {
+                // Let the cleaner refill the free list before we have to
+                // flush and evict ourselves.
+                self.wake_cleaner();
+            }
+            if let Some(f) = f {
                 return Ok(f);
             }
             let (victim, dirty) = self.evict_clean();
@@ -601,6 +613,30 @@ impl BufferPool {
             scanned += 1;
         }
         (None, dirty)
+    }
+
+    /// Frames the cleaner keeps on the free list.
+    pub(crate) fn free_target(&self) -> usize {
+        (self.frames.len() / 16).max(8)
+    }
+
+    pub(crate) fn wake_cleaner(&self) {
+        let (m, cv) = &self.cleaner_wake;
+        *m.lock().expect("poisoned") = true;
+        cv.notify_one();
+    }
+
+    /// Evicts clean pages from the LRU tail onto the free list, up to `n`.
+    pub(crate) fn evict_to_free(&self, n: usize) -> usize {
+        let mut moved = 0;
+        while moved < n {
+            let (Some(f), _) = self.evict_clean() else {
+                break;
+            };
+            order::lock(&self.free, Level::Free).push(f);
+            moved += 1;
+        }
+        moved
     }
 
     /// Dirty frames at the LRU tail, for the cleaner to flush ahead of need.

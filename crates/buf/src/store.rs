@@ -17,7 +17,7 @@ use millrace_metrics::Registry;
 use millrace_redo::{Log, LogConfig, Record, RecoveryReport};
 use millrace_sys::cpu::CpuBudget;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -86,7 +86,6 @@ pub struct PageStore {
     log: Arc<Log>,
     cleaner: Mutex<Option<JoinHandle<()>>>,
     stop: AtomicBool,
-    wake: (Mutex<bool>, Condvar),
     /// Redo a mini-transaction may write at most; `mtr()` waits until the
     /// log has this much room before any page is latched.
     mtr_margin_bytes: u64,
@@ -185,7 +184,6 @@ impl PageStore {
             log,
             cleaner: Mutex::new(None),
             stop: AtomicBool::new(false),
-            wake: (Mutex::new(false), Condvar::new()),
         });
         if cfg.cleaner {
             let weak = Arc::downgrade(&store);
@@ -218,9 +216,7 @@ impl PageStore {
     }
 
     fn wake_cleaner(&self) {
-        let (m, cv) = &self.wake;
-        *m.lock().expect("poisoned") = true;
-        cv.notify_one();
+        self.pool.wake_cleaner();
     }
 
     /// Flushes every dirty page and checkpoints at the current end.
@@ -278,12 +274,18 @@ impl PageStore {
                 did = true;
             }
         }
-        // Keep free frames ready so that readers rarely flush themselves.
-        let target = (self.pool.frames() / 32).max(4);
-        if self.pool.free_frames() < target {
-            let dirty = self.pool.lru_tail_dirty(batch);
-            if !dirty.is_empty() {
-                did |= self.pool.flush_frames(&dirty, FlushReason::Lru)? > 0;
+        // Keep free frames ready so that readers rarely flush or evict
+        // themselves: clean tail pages go to the free list, dirty ones are
+        // flushed first (they are evicted on a later round).
+        let target = self.pool.free_target();
+        let free = self.pool.free_frames();
+        if free < target {
+            did |= self.pool.evict_to_free(target - free) > 0;
+            if self.pool.free_frames() < target {
+                let dirty = self.pool.lru_tail_dirty(batch);
+                if !dirty.is_empty() {
+                    did |= self.pool.flush_frames(&dirty, FlushReason::Lru)? > 0;
+                }
             }
         }
         Ok(did)
@@ -313,7 +315,7 @@ fn cleaner_thread(store: std::sync::Weak<PageStore>) {
         if !did {
             // Idle: sleep until woken (log filling, frames short) or a
             // second passes. A background timer, not a commit-path poll.
-            let (m, cv) = &s.wake;
+            let (m, cv) = &s.pool.cleaner_wake;
             let g = m.lock().expect("poisoned");
             let (mut g, _) = cv
                 .wait_timeout_while(g, Duration::from_secs(1), |woken| !*woken)
