@@ -465,10 +465,7 @@ impl BufferPool {
                 map.insert(id, f);
             }
             fr.loaded_ms.store(self.now_ms(), Ordering::Relaxed);
-            self.lru
-                .lock()
-                .expect("poisoned")
-                .insert_mid(f, &self.frames);
+            order::lock(&self.lru, Level::Lru).insert_mid(f, &self.frames);
             let buf = self.data_mut(f);
             if create {
                 buf.fill(0);

@@ -310,3 +310,57 @@ fn a_full_log_waits_for_the_cleaner() {
     let store = open(&s.durable_image(), c);
     verify_prefix(&store, 3000, "reopened");
 }
+
+/// Midpoint insertion: pages read by a one-pass scan enter the old sublist
+/// and leave first, so the hot set (touched again later) stays resident.
+#[test]
+fn a_scan_does_not_wash_out_the_hot_set() {
+    let s = SimStorage::new();
+    let mut c = cfg(64);
+    c.buf.old_blocks_time_ms = 50;
+    c.cleaner = true;
+    let storage: Arc<dyn Storage> = Arc::new(s.clone());
+    let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
+    let registry = Registry::new();
+    let store = PageStore::open(storage, c, cpu, &registry).unwrap().0;
+    // 200 pages: three times the pool.
+    let mut mtr = store.mtr().unwrap();
+    space::create_space(&mut mtr, SPACE).unwrap();
+    mtr.commit().unwrap();
+    for _ in 0..25 {
+        let mut mtr = store.mtr().unwrap();
+        for _ in 0..8 {
+            space::allocate_page(&mut mtr, SPACE, page_type::OTHER).unwrap();
+        }
+        mtr.commit().unwrap();
+    }
+    store.checkpoint_now().unwrap();
+    let touch = |p: u32| {
+        let mut mtr = store.mtr().unwrap();
+        mtr.get(PageId::new(SPACE, p), LatchMode::Shared).unwrap();
+    };
+    // The hot set: read, then touched again after old_blocks_time, which
+    // makes it young.
+    let hot: Vec<u32> = (1..=16).collect();
+    for &p in &hot {
+        touch(p);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    for &p in &hot {
+        touch(p);
+    }
+    // A scan of twice the pool, of pages not resident (the last pages
+    // allocated are), each touched once.
+    for p in 17..=136 {
+        touch(p);
+    }
+    let reads = registry.get("buffer_page_reads").unwrap();
+    for &p in &hot {
+        touch(p);
+    }
+    assert_eq!(
+        registry.get("buffer_page_reads").unwrap(),
+        reads,
+        "the scan evicted hot pages"
+    );
+}

@@ -5,6 +5,7 @@
 //! MySQL-protocol server.
 
 mod bench;
+mod check;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// Check a data directory: every page's checksum, every index's structure.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
+        Command::Check(args) => check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
