@@ -193,7 +193,11 @@ pub fn check_store(store: &PageStore) -> Result<Vec<SpaceReport>> {
         for (id, root) in indexes {
             let sys = {
                 let mut mtr = store.mtr()?;
-                let r = mtr.get(PageId::new(space_id, root), LatchMode::Shared)?;
+                let r = mtr.get_checked(
+                    PageId::new(space_id, root),
+                    LatchMode::Shared,
+                    node::validate,
+                )?;
                 node::header(mtr.page(r)).sys_fields
             };
             let idx = Index::open(crate::IndexDef {

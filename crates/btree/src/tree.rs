@@ -234,13 +234,13 @@ impl Index {
         leaf_mode: LatchMode,
     ) -> Result<PageRef> {
         let root = self.page_id(self.def.root);
-        let mut r = mtr.get(root, LatchMode::Shared)?;
+        let mut r = mtr.get_checked(root, LatchMode::Shared, node::validate)?;
         self.check_page(mtr, r)?;
         if node::level(mtr.page(r)) == 0 && leaf_mode == LatchMode::Exclusive {
             // The root is the leaf; it cannot stop being one while we hold
             // the index latch S, so relatch it X.
             mtr.release(r);
-            r = mtr.get(root, LatchMode::Exclusive)?;
+            r = mtr.get_checked(root, LatchMode::Exclusive, node::validate)?;
             self.check_page(mtr, r)?;
         }
         let mut depth = 0;
@@ -275,7 +275,7 @@ impl Index {
             } else {
                 LatchMode::Shared
             };
-            let c = mtr.get(child, mode)?;
+            let c = mtr.get_checked(child, mode, node::validate)?;
             self.check_page(mtr, c)?;
             if node::level(mtr.page(c)) + 1 != level {
                 return Err(Error::Corrupt(format!("page {child} has the wrong level")));
@@ -288,7 +288,11 @@ impl Index {
     /// Descends holding X on every page of the path (index latch X held).
     fn descend_path(&self, mtr: &mut Mtr<'_>, key: &[u8]) -> Result<Vec<Step>> {
         let mut path = Vec::new();
-        let mut r = mtr.get(self.page_id(self.def.root), LatchMode::Exclusive)?;
+        let mut r = mtr.get_checked(
+            self.page_id(self.def.root),
+            LatchMode::Exclusive,
+            node::validate,
+        )?;
         loop {
             self.check_page(mtr, r)?;
             let page = mtr.page(r);
@@ -305,7 +309,7 @@ impl Index {
             let slot = node::search_internal(page, key);
             let child = self.page_id(node::child(page, slot));
             path.push(Step { page: r, slot });
-            r = mtr.get(child, LatchMode::Exclusive)?;
+            r = mtr.get_checked(child, LatchMode::Exclusive, node::validate)?;
         }
     }
 
@@ -465,7 +469,8 @@ impl Index {
             node::set_right(&mut src, new_no);
         }
         if right_no != node::NONE {
-            let rr = mtr.get(self.page_id(right_no), LatchMode::Exclusive)?;
+            let rr =
+                mtr.get_checked(self.page_id(right_no), LatchMode::Exclusive, node::validate)?;
             self.check_page(mtr, rr)?;
             node::set_left(&mut MtrPage::new(mtr, rr), new_no);
         }
@@ -635,7 +640,7 @@ impl Index {
             if h.level > 0 && h.n_recs == 1 {
                 // A root with one child: pull the child's records up.
                 let child = self.page_id(node::child(page, 0));
-                let c = mtr.get(child, LatchMode::Exclusive)?;
+                let c = mtr.get_checked(child, LatchMode::Exclusive, node::validate)?;
                 self.check_page(mtr, c)?;
                 let child_level = node::level(mtr.page(c));
                 {
@@ -668,11 +673,11 @@ impl Index {
         // records fit in one page with a little room to spare.
         let (left, right, right_slot) = if pslot + 1 < pn {
             let rno = node::child(mtr.page(parent), pslot + 1);
-            let rr = mtr.get(self.page_id(rno), LatchMode::Exclusive)?;
+            let rr = mtr.get_checked(self.page_id(rno), LatchMode::Exclusive, node::validate)?;
             (r, rr, pslot + 1)
         } else if pslot > 0 {
             let lno = node::child(mtr.page(parent), pslot - 1);
-            let ll = mtr.get(self.page_id(lno), LatchMode::Exclusive)?;
+            let ll = mtr.get_checked(self.page_id(lno), LatchMode::Exclusive, node::validate)?;
             (ll, r, pslot)
         } else {
             return Ok(()); // an only child: nothing to merge with
@@ -710,11 +715,12 @@ impl Index {
     fn unlink(&self, mtr: &mut Mtr<'_>, r: PageRef) -> Result<()> {
         let h = node::header(mtr.page(r));
         if h.left != node::NONE {
-            let l = mtr.get(self.page_id(h.left), LatchMode::Exclusive)?;
+            let l = mtr.get_checked(self.page_id(h.left), LatchMode::Exclusive, node::validate)?;
             node::set_right(&mut MtrPage::new(mtr, l), h.right);
         }
         if h.right != node::NONE {
-            let rr = mtr.get(self.page_id(h.right), LatchMode::Exclusive)?;
+            let rr =
+                mtr.get_checked(self.page_id(h.right), LatchMode::Exclusive, node::validate)?;
             node::set_left(&mut MtrPage::new(mtr, rr), h.left);
         }
         Ok(())
@@ -770,7 +776,7 @@ impl Cursor<'_> {
         // Try to resume on the remembered page.
         let mut at: Option<(PageRef, usize)> = None;
         if let Some(p) = &self.pos {
-            let r = mtr.get(idx.page_id(p.page), LatchMode::Shared)?;
+            let r = mtr.get_checked(idx.page_id(p.page), LatchMode::Shared, node::validate)?;
             let page = mtr.page(r);
             if millrace_buf::page::page_lsn(page) == p.page_lsn && idx.check_page(&mtr, r).is_ok() {
                 at = Some((r, p.slot));
@@ -847,7 +853,7 @@ impl Cursor<'_> {
             // check it still links back; if not, search again by key.
             let here = mtr.id(r).page;
             mtr.release(r);
-            let sr = mtr.get(idx.page_id(sibling), LatchMode::Shared)?;
+            let sr = mtr.get_checked(idx.page_id(sibling), LatchMode::Shared, node::validate)?;
             idx.check_page(&mtr, sr)?;
             let sh = node::header(mtr.page(sr));
             let back = match self.direction {

@@ -460,3 +460,31 @@ fn check_store_finds_indexes_and_damaged_pages() {
         "{err}"
     );
 }
+
+/// A page whose checksum is right but whose content is impossible (here:
+/// a record count far beyond the page) is reported as corrupt on first
+/// use, never decoded into a panic.
+#[test]
+fn impossible_page_content_with_a_valid_checksum_is_corrupt_not_a_panic() {
+    let s = SimStorage::new();
+    let store = open(&s, cfg(64, true));
+    let idx = new_index(&store);
+    for n in 0..500 {
+        idx.insert(&store, &key(n), &[5u8; 100], 0, 0).unwrap();
+    }
+    let root = idx.def().root;
+    store.shutdown().unwrap();
+    drop(store);
+    let img = s.clean_image();
+    let name = "spaces/0000000001.mrs";
+    let at = root as usize * 4096;
+    let mut page = img.file_bytes(name).unwrap()[at..at + 4096].to_vec();
+    page[34..36].copy_from_slice(&60_000u16.to_le_bytes());
+    millrace_buf::page::seal(&mut page);
+    img.corrupt(name, at as u64, &page);
+    let store = open(&img, cfg(64, true));
+    let idx = Index::open(idx.def());
+    let e = idx.get(&store, &key(3)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    assert!(millrace_btree::check_store(&store).is_err());
+}

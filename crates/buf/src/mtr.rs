@@ -67,6 +67,27 @@ impl<'p> Mtr<'p> {
         Ok(PageRef(self.held.len() - 1))
     }
 
+    /// Like `get`, and the first time the page is used after being read
+    /// from disk, `validate` checks its content (a checksum proves the bytes
+    /// are what was written, not that they make sense): a failure is
+    /// `Corrupt`, so the layer above never decodes impossible bytes.
+    pub fn get_checked(
+        &mut self,
+        id: PageId,
+        mode: LatchMode,
+        validate: fn(&[u8]) -> Result<(), String>,
+    ) -> Result<PageRef, Error> {
+        let r = self.get(id, mode)?;
+        let frame = self.held[r.0].frame;
+        if !self.pool.is_validated(frame) {
+            if let Err(e) = validate(self.pool.data(frame)) {
+                return Err(Error::Corrupt(format!("page {id}: {e}")));
+            }
+            self.pool.set_validated(frame);
+        }
+        Ok(r)
+    }
+
     /// A new page: X-latched, zeroed, with its header, logged as INIT.
     pub fn create_page(&mut self, id: PageId, page_type: u16) -> Result<PageRef, Error> {
         let i = match self.find(id) {

@@ -60,6 +60,9 @@ pub(crate) struct Frame {
     newest_mod: AtomicU64,
     in_old: AtomicBool,
     loaded_ms: AtomicU64,
+    /// The layer above has checked the content since it came from disk
+    /// (`Mtr::get_checked`); pages built in memory need no check.
+    validated: AtomicBool,
 }
 
 // SAFETY: the bytes behind `ptr` are read only under the frame's latch (S
@@ -251,6 +254,7 @@ impl BufferPool {
                 newest_mod: AtomicU64::new(0),
                 in_old: AtomicBool::new(false),
                 loaded_ms: AtomicU64::new(0),
+                validated: AtomicBool::new(false),
             })
             .collect();
         let batch = dblwr.slots();
@@ -442,6 +446,7 @@ impl BufferPool {
                 }
                 if create {
                     self.data_mut(f).fill(0);
+                    fr.validated.store(true, Ordering::Release);
                 }
                 self.touch(f);
                 return Ok(f);
@@ -467,6 +472,7 @@ impl BufferPool {
             fr.loaded_ms.store(self.now_ms(), Ordering::Relaxed);
             order::lock(&self.lru, Level::Lru).insert_mid(f, &self.frames);
             let buf = self.data_mut(f);
+            fr.validated.store(create, Ordering::Release);
             if create {
                 buf.fill(0);
             } else {
@@ -610,6 +616,15 @@ impl BufferPool {
             scanned += 1;
         }
         (None, dirty)
+    }
+
+    pub(crate) fn is_validated(&self, f: u32) -> bool {
+        self.frames[f as usize].validated.load(Ordering::Acquire)
+    }
+    pub(crate) fn set_validated(&self, f: u32) {
+        self.frames[f as usize]
+            .validated
+            .store(true, Ordering::Release);
     }
 
     /// Frames the cleaner keeps on the free list.
