@@ -209,6 +209,14 @@ impl Index {
         Ok(())
     }
 
+    /// Whether a latched page is (still) an index page of this index; reads
+    /// only fixed header fields, safe on any page.
+    fn is_own_page(&self, mtr: &Mtr<'_>, r: PageRef) -> bool {
+        let p = mtr.page(r);
+        millrace_buf::page::page_type_of(p) == page_type::INDEX
+            && node::header(p).index_id == self.def.id
+    }
+
     /// Checks that a latched page belongs to this index.
     fn check_page(&self, mtr: &Mtr<'_>, r: PageRef) -> Result<()> {
         let p = mtr.page(r);
@@ -521,6 +529,21 @@ impl Index {
         trx_id: u64,
         roll_ptr: u64,
     ) -> Result<bool> {
+        self.update_full(store, key, value, None, trx_id, roll_ptr)
+    }
+
+    /// Like `update`, and also sets the delete mark when `deleted` is given,
+    /// all in one mini-transaction: a reader never sees the new system
+    /// fields with the old mark (rollback restores whole versions).
+    pub fn update_full(
+        &self,
+        store: &PageStore,
+        key: &[u8],
+        value: &[u8],
+        deleted: Option<bool>,
+        trx_id: u64,
+        roll_ptr: u64,
+    ) -> Result<bool> {
         self.check_size(store, key, value)?;
         {
             let mut mtr = store.mtr()?;
@@ -531,6 +554,9 @@ impl Index {
             };
             let mut w = MtrPage::new(&mtr, leaf);
             if node::update_value(&mut w, slot, value) {
+                if let Some(d) = deleted {
+                    node::set_deleted(&mut w, slot, d);
+                }
                 if self.def.sys_fields {
                     node::set_sys_fields(&mut w, slot, trx_id, roll_ptr);
                 }
@@ -547,7 +573,7 @@ impl Index {
         let Ok(slot) = node::search_leaf(mtr.page(leaf), key) else {
             return Ok(false);
         };
-        let deleted = node::rec(mtr.page(leaf), slot).deleted;
+        let deleted = deleted.unwrap_or(node::rec(mtr.page(leaf), slot).deleted);
         node::delete(&mut MtrPage::new(&mtr, leaf), slot);
         self.insert_at(&mut mtr, &mut path, key, value, trx_id, roll_ptr)?;
         if deleted {
@@ -590,6 +616,18 @@ impl Index {
     /// Removes the record physically; false if absent. Pages left under a
     /// quarter full merge with a sibling under the same parent.
     pub fn delete(&self, store: &PageStore, key: &[u8]) -> Result<bool> {
+        self.delete_if(store, key, |_| true)
+    }
+
+    /// Removes the record only if `keep_going` holds for it, checked under
+    /// the leaf's X latch (purge: "still delete-marked by the purged
+    /// transaction"). False if absent or refused.
+    pub fn delete_if(
+        &self,
+        store: &PageStore,
+        key: &[u8],
+        keep_going: impl Fn(&Row) -> bool,
+    ) -> Result<bool> {
         let ps = store.pool().page_size();
         {
             let mut mtr = store.mtr()?;
@@ -600,6 +638,9 @@ impl Index {
                 return Ok(false);
             };
             let r = node::rec(page, slot);
+            if !keep_going(&Row::from_rec(r)) {
+                return Ok(false);
+            }
             let after = node::used_bytes(page)
                 - node::rec_size(
                     r.key.len(),
@@ -621,6 +662,9 @@ impl Index {
         let Ok(slot) = node::search_leaf(mtr.page(leaf), key) else {
             return Ok(false);
         };
+        if !keep_going(&Row::from_rec(node::rec(mtr.page(leaf), slot))) {
+            return Ok(false);
+        }
         node::delete(&mut MtrPage::new(&mtr, leaf), slot);
         self.rebalance(&mut mtr, &mut path)?;
         mtr.commit()?;
@@ -773,12 +817,13 @@ impl Cursor<'_> {
         }
         let idx = self.index;
         let mut mtr = store.mtr()?;
-        // Try to resume on the remembered page.
+        // Try to resume on the remembered page. It may have been freed and
+        // reused since: trust it only if it is still this index's page with
+        // the same LSN (then its bytes are what we saw).
         let mut at: Option<(PageRef, usize)> = None;
         if let Some(p) = &self.pos {
-            let r = mtr.get_checked(idx.page_id(p.page), LatchMode::Shared, node::validate)?;
-            let page = mtr.page(r);
-            if millrace_buf::page::page_lsn(page) == p.page_lsn && idx.check_page(&mtr, r).is_ok() {
+            let r = mtr.get(idx.page_id(p.page), LatchMode::Shared)?;
+            if idx.is_own_page(&mtr, r) && millrace_buf::page::page_lsn(mtr.page(r)) == p.page_lsn {
                 at = Some((r, p.slot));
             } else {
                 mtr.release(r);
@@ -853,8 +898,14 @@ impl Cursor<'_> {
             // check it still links back; if not, search again by key.
             let here = mtr.id(r).page;
             mtr.release(r);
-            let sr = mtr.get_checked(idx.page_id(sibling), LatchMode::Shared, node::validate)?;
-            idx.check_page(&mtr, sr)?;
+            let sr = mtr.get(idx.page_id(sibling), LatchMode::Shared)?;
+            if !idx.is_own_page(&mtr, sr) {
+                // Freed and reused since we read the link: search again.
+                mtr.release(sr);
+                drop(mtr);
+                return self.reseek(store);
+            }
+            mtr.ensure_validated(sr, node::validate)?;
             let sh = node::header(mtr.page(sr));
             let back = match self.direction {
                 Direction::Forward => sh.left,

@@ -78,14 +78,26 @@ impl<'p> Mtr<'p> {
         validate: fn(&[u8]) -> Result<(), String>,
     ) -> Result<PageRef, Error> {
         let r = self.get(id, mode)?;
-        let frame = self.held[r.0].frame;
-        if !self.pool.is_validated(frame) {
-            if let Err(e) = validate(self.pool.data(frame)) {
-                return Err(Error::Corrupt(format!("page {id}: {e}")));
-            }
-            self.pool.set_validated(frame);
-        }
+        self.ensure_validated(r, validate)?;
         Ok(r)
+    }
+
+    /// Validates a held page's content if it was not validated since it
+    /// came from disk (see `get_checked`). For callers that must first see
+    /// whether the page is still theirs (a page freed and reused since).
+    pub fn ensure_validated(
+        &self,
+        r: PageRef,
+        validate: fn(&[u8]) -> Result<(), String>,
+    ) -> Result<(), Error> {
+        let h = &self.held[r.0];
+        if !self.pool.is_validated(h.frame) {
+            if let Err(e) = validate(self.pool.data(h.frame)) {
+                return Err(Error::Corrupt(format!("page {}: {e}", h.id)));
+            }
+            self.pool.set_validated(h.frame);
+        }
+        Ok(())
     }
 
     /// A new page: X-latched, zeroed, with its header, logged as INIT.

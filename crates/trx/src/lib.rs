@@ -1,0 +1,196 @@
+//! millrace-trx: transactions.
+//!
+//! Owns: transaction ids and serialisation numbers, the active set and read
+//! views (MVCC, READ COMMITTED and REPEATABLE READ), undo records in undo
+//! logs in rollback segments in undo tablespaces, commit, statement and
+//! transaction rollback, purge with its history bounds (purge lag delay,
+//! undo quota, idle timeout), row locks (implicit and explicit, waits,
+//! timeouts, deadlock detection), rollback of in-flight transactions after
+//! a crash, and the embedded API (`Engine`, `Trx`).
+//! Must not know about: the wire protocol or SQL; how pages are cached or
+//! logged (it changes pages through millrace-buf mini-transactions and
+//! B+trees through millrace-btree).
+
+pub mod catalog;
+mod engine;
+pub mod lock;
+mod purge;
+pub mod sys;
+pub mod undo;
+pub mod undo_rec;
+
+pub use catalog::{SecondaryDef, TableDef};
+pub use engine::{Engine, KillReason, Trx};
+pub use lock::LockMode;
+
+use millrace_buf::StoreConfig;
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Each statement sees what was committed when it started.
+    ReadCommitted,
+    /// The whole transaction sees what was committed at its first read.
+    RepeatableRead,
+}
+
+/// What to do when undo passes its quota while a long-lived read view
+/// stops purge from freeing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UndoQuotaPolicy {
+    /// Roll back the transaction holding the oldest read view (it gets an
+    /// error at its next statement), so purge can proceed.
+    RollbackOldest,
+    /// Make writers wait (up to the lock wait timeout) until purge has
+    /// brought undo back under the quota.
+    WaitWriters,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrxConfig {
+    pub store: StoreConfig,
+    /// Undo tablespaces; default: the effective CPU count, within 2..=8.
+    pub undo_spaces: Option<u32>,
+    /// Rollback segments; default: 16 per effective CPU, within 16..=128
+    /// (seed 003: too few segments make commits queue on their mutexes).
+    pub rsegs: Option<u32>,
+    pub max_active_trx: usize,
+    pub lock_wait_timeout_ms: u64,
+    /// Run purge (tests of history growth may turn it off).
+    pub purge: bool,
+    /// Most purge worker threads; how many run follows the backlog.
+    pub purge_threads: usize,
+    /// History length above which DML statements are delayed; 0 = never.
+    pub max_purge_lag: u64,
+    pub max_purge_lag_delay_us: u64,
+    /// Undo bytes above which `undo_quota_policy` acts; 0 = no quota.
+    pub undo_quota_bytes: u64,
+    pub undo_quota_policy: UndoQuotaPolicy,
+    /// A transaction idle this long is rolled back; 0 = never.
+    pub idle_trx_timeout_ms: u64,
+}
+
+impl Default for TrxConfig {
+    fn default() -> Self {
+        Self {
+            store: StoreConfig::default(),
+            undo_spaces: None,
+            rsegs: None,
+            max_active_trx: 1024,
+            lock_wait_timeout_ms: 50_000,
+            purge: true,
+            purge_threads: 4,
+            max_purge_lag: 0,
+            max_purge_lag_delay_us: 10_000,
+            undo_quota_bytes: 0,
+            undo_quota_policy: UndoQuotaPolicy::RollbackOldest,
+            idle_trx_timeout_ms: 0,
+        }
+    }
+}
+
+impl TrxConfig {
+    /// (undo tablespaces, rollback segments), from the settings or the
+    /// documented rule.
+    pub fn undo_layout(&self, effective_cpus: u32, page_size: usize) -> (u32, u32) {
+        let spaces = self
+            .undo_spaces
+            .unwrap_or(effective_cpus.clamp(2, 8))
+            .max(1);
+        let rsegs = self
+            .rsegs
+            .unwrap_or((16 * effective_cpus).clamp(16, 128))
+            .clamp(1, catalog::max_rsegs(page_size) as u32);
+        (spaces, rsegs)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrxError {
+    /// MySQL 1062 ER_DUP_ENTRY.
+    Duplicate,
+    /// MySQL 1205 ER_LOCK_WAIT_TIMEOUT: the statement was rolled back.
+    LockWaitTimeout,
+    /// MySQL 1213 ER_LOCK_DEADLOCK: the transaction was rolled back.
+    Deadlock,
+    /// The engine rolled the transaction back (undo quota, idle timeout);
+    /// MySQL 1317 ER_QUERY_INTERRUPTED with the reason.
+    RolledBack(&'static str),
+    NoSuchTable(u32),
+    TooManyTransactions(usize),
+    TooLarge(String),
+    Full(String),
+    Corrupt(String),
+    Storage(String),
+}
+
+impl TrxError {
+    /// The MySQL error code a server reports for this error.
+    pub fn mysql_code(&self) -> u16 {
+        match self {
+            Self::Duplicate => 1062,
+            Self::LockWaitTimeout => 1205,
+            Self::Deadlock => 1213,
+            Self::RolledBack(_) => 1317,
+            Self::NoSuchTable(_) => 1146,
+            Self::TooManyTransactions(_) => 1637,
+            Self::TooLarge(_) => 1118,
+            Self::Full(_) => 1114,
+            Self::Corrupt(_) => 1877,
+            Self::Storage(_) => 1030,
+        }
+    }
+}
+
+impl fmt::Display for TrxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Duplicate => write!(f, "duplicate entry for the primary key"),
+            Self::LockWaitTimeout => {
+                write!(f, "lock wait timeout exceeded; try restarting transaction")
+            }
+            Self::Deadlock => write!(
+                f,
+                "deadlock found when trying to get lock; try restarting transaction"
+            ),
+            Self::RolledBack(why) => write!(f, "transaction rolled back: {why}"),
+            Self::NoSuchTable(t) => write!(f, "table {t} does not exist"),
+            Self::TooManyTransactions(n) => write!(f, "too many active transactions (limit {n})"),
+            Self::TooLarge(m) => write!(f, "row too large: {m}"),
+            Self::Full(m) => write!(f, "full: {m}"),
+            Self::Corrupt(m) => write!(f, "data corrupted: {m}"),
+            Self::Storage(m) => write!(f, "storage error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for TrxError {}
+
+impl From<millrace_buf::Error> for TrxError {
+    fn from(e: millrace_buf::Error) -> Self {
+        match e {
+            millrace_buf::Error::Corrupt(m) => Self::Corrupt(m),
+            millrace_buf::Error::Full(m) => Self::Full(m),
+            e => Self::Storage(e.to_string()),
+        }
+    }
+}
+
+impl From<millrace_btree::Error> for TrxError {
+    fn from(e: millrace_btree::Error) -> Self {
+        match e {
+            millrace_btree::Error::Duplicate => Self::Duplicate,
+            millrace_btree::Error::TooLarge { len, max } => {
+                Self::TooLarge(format!("{len} bytes, at most {max}"))
+            }
+            millrace_btree::Error::Corrupt(m) => Self::Corrupt(m),
+            millrace_btree::Error::Buf(b) => b.into(),
+        }
+    }
+}
+
+impl From<millrace_redo::LogError> for TrxError {
+    fn from(e: millrace_redo::LogError) -> Self {
+        Self::Storage(e.to_string())
+    }
+}

@@ -1,0 +1,232 @@
+//! Purge: removes what no read view can see any more, oldest commits first.
+//!
+//! The coordinator takes, from every rollback segment, the oldest committed
+//! undo log whose serialisation number is below the purge limit (the
+//! oldest open read view's), splits their records among workers (rows by
+//! hash, so one row's records stay in order on one worker; the number of
+//! workers follows the backlog), then frees the logs. For a delete-mark it
+//! removes the clustered record and its secondary entries if the record is
+//! still delete-marked by that transaction; for an update it removes the
+//! delete-marked secondary entries of keys the row no longer has. Each
+//! removal re-checks its condition under the leaf latch (`delete_if`).
+//! The same thread applies the history bounds: the undo quota policy and
+//! the idle transaction timeout.
+
+use crate::engine::{Engine, KillReason};
+use crate::undo;
+use crate::undo_rec::{UndoKind, UndoRecord};
+use crate::{TrxError, UndoQuotaPolicy};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Purge rounds are this far apart at most when idle (for the policies).
+const IDLE_ROUND: Duration = Duration::from_millis(100);
+
+pub(crate) fn start(e: &Arc<Engine>) {
+    let weak = Arc::downgrade(e);
+    let h = std::thread::Builder::new()
+        .name("millrace-purge".into())
+        .spawn(move || coordinator(weak))
+        .expect("spawning the purge coordinator");
+    e.set_purge_thread(h);
+}
+
+fn coordinator(w: Weak<Engine>) {
+    loop {
+        let Some(e) = w.upgrade() else { return };
+        if e.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let did = match purge_round(&e) {
+            Ok(n) => n > 0,
+            Err(err) => {
+                tracing::error!(error = %err, "purge round failed");
+                false
+            }
+        };
+        if let Err(err) = policies(&e) {
+            tracing::error!(error = %err, "history bound policies failed");
+        }
+        if !did {
+            let (m, cv) = &e.purge_wake;
+            let g = m.lock().expect("poisoned");
+            let (mut g, _) = cv
+                .wait_timeout_while(g, IDLE_ROUND, |woken| !*woken)
+                .expect("poisoned");
+            *g = false;
+        }
+    }
+}
+
+/// One round; returns how many undo logs were purged.
+pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
+    let limit = e.sys.purge_limit_no();
+    let store = e.store();
+    let mut batch = Vec::new();
+    for (i, r) in e.rsegs.iter().enumerate() {
+        if let Some((first, no)) = r.history_head(store)? {
+            if no < limit {
+                batch.push((no, i, first));
+            }
+        }
+    }
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    batch.sort_unstable();
+    let mut items: Vec<(u64, UndoRecord)> = Vec::new();
+    for &(_, i, first) in &batch {
+        let r = &e.rsegs[i];
+        let h = undo::log_header(store, r.space, first)?;
+        let mut recs = undo::records_newest_first(store, r.space, first)?;
+        recs.reverse();
+        items.extend(
+            recs.into_iter()
+                .filter(|(_, rec)| rec.kind != UndoKind::Insert)
+                .map(|(_, rec)| (h.trx_id, rec)),
+        );
+    }
+    let workers = ((e.history_len() / 64) as usize).clamp(1, e.cfg.purge_threads.max(1));
+    let n_items = items.len() as u64;
+    if workers == 1 {
+        for (trx_id, rec) in &items {
+            purge_record(e, *trx_id, rec)?;
+        }
+    } else {
+        let mut parts: Vec<Vec<&(u64, UndoRecord)>> = vec![Vec::new(); workers];
+        for it in &items {
+            let h = it.1.pk.iter().fold(it.1.table_id as u64, |h, &b| {
+                h.wrapping_mul(31).wrapping_add(b as u64)
+            });
+            parts[(h % workers as u64) as usize].push(it);
+        }
+        let results: Vec<Result<(), TrxError>> = std::thread::scope(|s| {
+            let hs: Vec<_> = parts
+                .iter()
+                .map(|p| {
+                    s.spawn(move || {
+                        for (trx_id, rec) in p.iter().map(|x| (&x.0, &x.1)) {
+                            purge_record(e, *trx_id, rec)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("purge worker panicked"))
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+    }
+    for &(_, i, first) in &batch {
+        undo::purge_head(store, &e.rsegs[i], &e.rseg_metrics, first)?;
+        e.m.history_len.fetch_sub(1, Ordering::SeqCst);
+        e.m.purge_logs.inc();
+    }
+    e.m.purge_records.add(n_items);
+    Ok(batch.len())
+}
+
+fn purge_record(e: &Engine, trx_id: u64, rec: &UndoRecord) -> Result<(), TrxError> {
+    let t = match e.table_indexes(rec.table_id) {
+        Ok(t) => t,
+        Err(TrxError::NoSuchTable(_)) => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    let store = e.store();
+    let sec_entry = |k: &[u8]| {
+        let mut v = k.to_vec();
+        v.extend_from_slice(&rec.pk);
+        v
+    };
+    match rec.kind {
+        UndoKind::Insert => {}
+        UndoKind::DeleteMark => {
+            let Some(c) = t.clustered.get(store, &rec.pk)? else {
+                return Ok(());
+            };
+            if c.deleted && c.trx_id == trx_id {
+                for (idx, sd) in &t.secondaries {
+                    idx.delete_if(store, &sec_entry(&sd.key_of(&c.value)), |r| r.deleted)?;
+                }
+                t.clustered
+                    .delete_if(store, &rec.pk, |r| r.deleted && r.trx_id == trx_id)?;
+            }
+        }
+        UndoKind::Update => {
+            let prev = rec.prev_value.as_deref().unwrap_or_default();
+            let cur = t.clustered.get(store, &rec.pk)?;
+            for (idx, sd) in &t.secondaries {
+                let old_k = sd.key_of(prev);
+                // A key the newest version still has is left for the purge
+                // of that version's own change.
+                if cur.as_ref().is_none_or(|c| sd.key_of(&c.value) != old_k) {
+                    idx.delete_if(store, &sec_entry(&old_k), |r| r.deleted)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn policies(e: &Engine) -> Result<(), TrxError> {
+    let now = e.now_ms();
+    let open: Vec<_> = e
+        .open_trx
+        .lock()
+        .expect("poisoned")
+        .values()
+        .filter_map(|w| w.upgrade())
+        .collect();
+    if e.cfg.idle_trx_timeout_ms > 0 {
+        for t in &open {
+            let idle = now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed));
+            if idle > e.cfg.idle_trx_timeout_ms && e.kill_if_idle(t, KillReason::IdleTimeout) {
+                e.m.idle_timeouts.inc();
+            }
+        }
+    }
+    if e.cfg.undo_quota_bytes > 0 {
+        let bytes = e.undo_bytes()?;
+        let over = bytes > e.cfg.undo_quota_bytes;
+        match e.cfg.undo_quota_policy {
+            UndoQuotaPolicy::RollbackOldest if over => {
+                // The transaction whose view holds purge back the most.
+                let oldest = open
+                    .iter()
+                    .filter_map(|t| {
+                        let packed = t.view_no.load(Ordering::SeqCst);
+                        (packed != 0).then_some((crate::sys::unpack_view(packed).1, t))
+                    })
+                    .min_by_key(|(no, _)| *no);
+                if let Some((no, t)) = oldest {
+                    if no <= e.sys.purge_limit_no() && e.history_len() > 0 {
+                        tracing::warn!(undo_bytes = bytes, "undo quota exceeded: rolling back the transaction with the oldest read view");
+                        e.kill_for_quota(t);
+                        e.m.quota_actions.inc();
+                    }
+                }
+            }
+            UndoQuotaPolicy::WaitWriters => {
+                let (m, cv) = &e.writers_blocked;
+                let mut blocked = m.lock().expect("poisoned");
+                if over && !*blocked {
+                    tracing::warn!(
+                        undo_bytes = bytes,
+                        "undo quota exceeded: writers wait for purge"
+                    );
+                    *blocked = true;
+                    e.m.quota_actions.inc();
+                } else if *blocked && bytes <= e.cfg.undo_quota_bytes * 9 / 10 {
+                    *blocked = false;
+                    cv.notify_all();
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

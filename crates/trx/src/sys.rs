@@ -1,0 +1,329 @@
+//! The transaction system: transaction ids and serialisation numbers, the
+//! set of active read-write transactions, and read views, with no global
+//! lock (docs/design.md, "Transactions and read views").
+//!
+//! Active transactions live in a fixed array of slots of atomics. A writer
+//! claims a slot (PENDING), then takes its id, then publishes it; a read
+//! view reads the counters first and then scans the slots, waiting out any
+//! PENDING one. Because a slot is marked before the counter moves, a view
+//! that read a counter value after a transaction's id was handed out also
+//! sees that transaction's slot (SeqCst order). Commit uses the same trick
+//! for the serialisation number. Read views register the oldest
+//! serialisation number they need in a second array of slots, which purge
+//! scans for its limit.
+
+use crate::TrxError;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+pub type TrxId = u64;
+
+/// A view's slot and serialisation limit in one word (limits stay below
+/// 2^48; slots below 2^16).
+pub fn pack_view(slot: usize, low_limit_no: u64) -> u64 {
+    ((slot as u64) << 48) | (low_limit_no & ((1 << 48) - 1))
+}
+pub fn unpack_view(packed: u64) -> (usize, u64) {
+    ((packed >> 48) as usize, packed & ((1 << 48) - 1))
+}
+const PENDING: u64 = u64::MAX;
+
+pub struct TrxSlot {
+    id: AtomicU64,
+    no: AtomicU64,
+}
+
+pub struct TrxSys {
+    next_id: AtomicU64,
+    next_no: AtomicU64,
+    slots: Box<[TrxSlot]>,
+    views: Box<[AtomicU64]>,
+    slot_hint: AtomicUsize,
+    /// Membership for "is this id active?" (implicit locks), sharded.
+    active: Box<[Mutex<HashSet<TrxId>>]>,
+}
+
+const ACTIVE_SHARDS: usize = 64;
+
+/// A consistent snapshot: which transactions' changes are visible.
+#[derive(Debug, Clone)]
+pub struct ReadView {
+    /// The transaction that owns the view (its own changes are visible); 0
+    /// for a read-only transaction.
+    pub creator: TrxId,
+    /// Ids at or above: not yet started when the view was made.
+    pub low_limit_id: TrxId,
+    /// Ids below: committed before the view was made.
+    pub up_limit_id: TrxId,
+    /// Active (uncommitted) ids in [up_limit_id, low_limit_id), sorted.
+    pub active: Vec<TrxId>,
+    /// Undo of transactions serialised below this number is not needed.
+    pub low_limit_no: u64,
+    pub(crate) slot: usize,
+}
+
+impl ReadView {
+    pub fn sees(&self, id: TrxId) -> bool {
+        id == self.creator
+            || id < self.up_limit_id
+            || (id < self.low_limit_id && self.active.binary_search(&id).is_err())
+    }
+}
+
+fn spin_load(a: &AtomicU64) -> u64 {
+    let mut n = 0u32;
+    loop {
+        let v = a.load(Ordering::SeqCst);
+        if v != PENDING {
+            return v;
+        }
+        // The owner is between two atomic stores; yield if it was preempted.
+        n += 1;
+        if n < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl TrxSys {
+    pub fn new(next_id: TrxId, next_no: u64, max_active: usize) -> Self {
+        let n = max_active.max(16);
+        Self {
+            next_id: AtomicU64::new(next_id.max(1)),
+            next_no: AtomicU64::new(next_no.max(1)),
+            slots: (0..n)
+                .map(|_| TrxSlot {
+                    id: AtomicU64::new(0),
+                    no: AtomicU64::new(0),
+                })
+                .collect(),
+            views: (0..n * 2).map(|_| AtomicU64::new(0)).collect(),
+            slot_hint: AtomicUsize::new(0),
+            active: (0..ACTIVE_SHARDS)
+                .map(|_| Mutex::new(HashSet::new()))
+                .collect(),
+        }
+    }
+
+    pub fn next_id(&self) -> TrxId {
+        self.next_id.load(Ordering::SeqCst)
+    }
+    pub fn next_no(&self) -> u64 {
+        self.next_no.load(Ordering::SeqCst)
+    }
+
+    fn claim(slots: &[AtomicU64], hint: usize) -> Option<usize> {
+        let n = slots.len();
+        (0..n).map(|i| (hint + i) % n).find(|&i| {
+            slots[i]
+                .compare_exchange(0, PENDING, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// A new read-write transaction: slot, id, active membership.
+    pub fn register(&self) -> Result<(TrxId, usize), TrxError> {
+        let hint = self.slot_hint.fetch_add(1, Ordering::Relaxed);
+        let n = self.slots.len();
+        let slot = (0..n)
+            .map(|i| (hint + i) % n)
+            .find(|&i| {
+                self.slots[i]
+                    .id
+                    .compare_exchange(0, PENDING, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(TrxError::TooManyTransactions(n))?;
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        self.active[id as usize % ACTIVE_SHARDS]
+            .lock()
+            .expect("poisoned")
+            .insert(id);
+        self.slots[slot].id.store(id, Ordering::SeqCst);
+        Ok((id, slot))
+    }
+
+    /// Assigns the serialisation number of a committing transaction. The
+    /// caller holds its rollback segment's mutex (history lists stay sorted).
+    pub fn assign_no(&self, slot: usize) -> u64 {
+        let s = &self.slots[slot];
+        s.no.store(PENDING, Ordering::SeqCst);
+        let no = self.next_no.fetch_add(1, Ordering::SeqCst);
+        s.no.store(no, Ordering::SeqCst);
+        no
+    }
+
+    /// The transaction is committed (or rolled back): new views see it.
+    pub fn deregister(&self, id: TrxId, slot: usize) {
+        let s = &self.slots[slot];
+        s.id.store(0, Ordering::SeqCst);
+        s.no.store(0, Ordering::SeqCst);
+        self.active[id as usize % ACTIVE_SHARDS]
+            .lock()
+            .expect("poisoned")
+            .remove(&id);
+    }
+
+    /// Runs `f` only if `id` is active, holding its active-set shard, so a
+    /// commit (which leaves the set before releasing its locks) cannot slip
+    /// between the check and `f`: an implicit lock converted here is
+    /// released by that commit's release_all.
+    pub fn with_active(&self, id: TrxId, f: impl FnOnce()) {
+        let shard = self.active[id as usize % ACTIVE_SHARDS]
+            .lock()
+            .expect("poisoned");
+        if shard.contains(&id) {
+            f();
+        }
+    }
+
+    pub fn is_active(&self, id: TrxId) -> bool {
+        self.active[id as usize % ACTIVE_SHARDS]
+            .lock()
+            .expect("poisoned")
+            .contains(&id)
+    }
+
+    pub fn active_count(&self) -> usize {
+        self.active
+            .iter()
+            .map(|s| s.lock().expect("poisoned").len())
+            .sum()
+    }
+
+    /// Makes a read view for `creator` (0 = read-only). Takes no global lock.
+    pub fn open_view(&self, creator: TrxId) -> Result<ReadView, TrxError> {
+        let hint = self.slot_hint.fetch_add(1, Ordering::Relaxed);
+        let vslot = Self::claim(&self.views, hint)
+            .ok_or(TrxError::TooManyTransactions(self.views.len()))?;
+        let mut low_limit_no = self.next_no.load(Ordering::SeqCst);
+        let low_limit_id = self.next_id.load(Ordering::SeqCst);
+        let mut active = Vec::new();
+        for s in self.slots.iter() {
+            let id = spin_load(&s.id);
+            if id != 0 && id < low_limit_id && id != creator {
+                active.push(id);
+            }
+            let no = spin_load(&s.no);
+            if no != 0 {
+                low_limit_no = low_limit_no.min(no);
+            }
+        }
+        active.sort_unstable();
+        let up_limit_id = active.first().copied().unwrap_or(low_limit_id);
+        self.views[vslot].store(low_limit_no, Ordering::SeqCst);
+        Ok(ReadView {
+            creator,
+            low_limit_id,
+            up_limit_id,
+            active,
+            low_limit_no,
+            slot: vslot,
+        })
+    }
+
+    pub fn close_view(&self, v: &ReadView) {
+        // A view force-closed by the undo quota may have been reused since:
+        // clear the slot only if it still holds this view's value.
+        let _ = self.views[v.slot].compare_exchange(
+            v.low_limit_no,
+            0,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Releases a view's slot from outside its owner (undo quota), given
+    /// `pack_view(slot, low_limit_no)`.
+    pub fn force_close_view(&self, packed: u64) {
+        let (slot, no) = unpack_view(packed);
+        if let Some(v) = self.views.get(slot) {
+            let _ = v.compare_exchange(no, 0, Ordering::SeqCst, Ordering::Relaxed);
+        }
+    }
+
+    /// Undo of transactions with a serialisation number below this is seen
+    /// by every open read view, so purge may remove it.
+    pub fn purge_limit_no(&self) -> u64 {
+        let mut limit = self.next_no.load(Ordering::SeqCst);
+        for v in self.views.iter() {
+            let no = spin_load(v);
+            if no != 0 {
+                limit = limit.min(no);
+            }
+        }
+        limit
+    }
+
+    /// Open read views (for metrics).
+    pub fn open_views(&self) -> usize {
+        self.views
+            .iter()
+            .filter(|v| v.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn views_see_committed_not_active() {
+        let sys = TrxSys::new(1, 1, 16);
+        let (a, sa) = sys.register().unwrap();
+        let (b, sb) = sys.register().unwrap();
+        let v1 = sys.open_view(0).unwrap();
+        assert!(!v1.sees(a) && !v1.sees(b));
+        sys.assign_no(sa);
+        sys.deregister(a, sa);
+        assert!(!v1.sees(a), "a view is a snapshot");
+        let v2 = sys.open_view(b).unwrap();
+        assert!(v2.sees(a) && v2.sees(b));
+        let (c, _) = sys.register().unwrap();
+        assert!(!v2.sees(c));
+        assert!(sys.purge_limit_no() <= v1.low_limit_no);
+        sys.close_view(&v1);
+        sys.close_view(&v2);
+        let _ = sb;
+    }
+
+    /// Concurrent registration, commit and view creation: a view never
+    /// sees a transaction that commits after the view was made, and the
+    /// purge limit never passes an open view's serialisation limit.
+    #[test]
+    fn snapshot_rules_hold_under_concurrency() {
+        let sys = Arc::new(TrxSys::new(1, 1, 64));
+        let committed = Arc::new(Mutex::new(HashSet::new()));
+        let writers: Vec<_> = (0..3)
+            .map(|_| {
+                let (sys, committed) = (sys.clone(), committed.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..3000 {
+                        let (id, slot) = sys.register().unwrap();
+                        sys.assign_no(slot);
+                        sys.deregister(id, slot);
+                        committed.lock().unwrap().insert(id);
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..3000 {
+            let before: HashSet<u64> = committed.lock().unwrap().clone();
+            let v = sys.open_view(0).unwrap();
+            for id in &before {
+                assert!(v.sees(*id), "committed before the view, invisible");
+            }
+            assert!(sys.purge_limit_no() <= v.low_limit_no);
+            sys.close_view(&v);
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(sys.active_count(), 0);
+    }
+}
