@@ -1,0 +1,191 @@
+//! History bounds: each has a setting, a metric, and a stated action.
+
+mod common;
+use common::*;
+use millrace_io::SimStorage;
+use millrace_trx::{Isolation, TrxError, UndoQuotaPolicy};
+use std::time::{Duration, Instant};
+
+fn storm_round(
+    e: &std::sync::Arc<millrace_trx::Engine>,
+    t: u32,
+    round: u64,
+) -> Result<(), TrxError> {
+    let w = e.begin(Isolation::RepeatableRead);
+    for n in 0..50 {
+        w.update(
+            t,
+            &k(n),
+            format!("round-{round:06}-{n:03}-{}", "x".repeat(100)).as_bytes(),
+        )?;
+    }
+    w.commit()
+}
+
+fn setup(e: &std::sync::Arc<millrace_trx::Engine>) -> u32 {
+    let t = e.create_table(&[]).unwrap();
+    let w = e.begin(Isolation::RepeatableRead);
+    for n in 0..50 {
+        w.insert(t, &k(n), b"initial").unwrap();
+    }
+    w.commit().unwrap();
+    t
+}
+
+/// rollback_oldest: a reader that never ends holds purge back; once undo
+/// passes the quota, the reader is rolled back (its next statement gets
+/// 1317), purge catches up and undo falls back under the quota.
+#[test]
+fn undo_quota_rolls_back_the_oldest_reader() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.undo_quota_bytes = 1 << 20;
+    c.undo_quota_policy = UndoQuotaPolicy::RollbackOldest;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let reader = e.begin(Isolation::RepeatableRead);
+    assert_eq!(reader.get(t, &k(1)).unwrap(), Some(b"initial".to_vec()));
+    let mut killed_at = None;
+    let mut max_undo = 0;
+    for round in 0..400 {
+        storm_round(&e, t, round).unwrap();
+        max_undo = max_undo.max(e.undo_bytes().unwrap());
+        if killed_at.is_none() {
+            match reader.get(t, &k(1)) {
+                Ok(v) => assert_eq!(
+                    v,
+                    Some(b"initial".to_vec()),
+                    "the reader's snapshot holds until it is killed"
+                ),
+                Err(err) => {
+                    assert!(matches!(err, TrxError::RolledBack(_)), "{err}");
+                    assert_eq!(err.mysql_code(), 1317);
+                    killed_at = Some(round);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        killed_at.is_some(),
+        "the quota never acted (max undo {max_undo})"
+    );
+    assert!(e.registry().get("trx_undo_quota_actions").unwrap() >= 1);
+    let t0 = Instant::now();
+    while e.undo_bytes().unwrap() > 1 << 20 || e.history_len() > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "purge did not bring undo under the quota"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Bounded: it never ran far past the quota (a round, plus the policy's
+    // 100 ms reaction time).
+    assert!(max_undo < 4 << 20, "undo grew to {max_undo} bytes");
+    e.shutdown().unwrap();
+}
+
+/// wait_writers: writers wait for purge instead; with a reader that never
+/// ends they time out (1205) and the history stops growing.
+#[test]
+fn undo_quota_makes_writers_wait() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.undo_quota_bytes = 1 << 20;
+    c.undo_quota_policy = UndoQuotaPolicy::WaitWriters;
+    c.lock_wait_timeout_ms = 300;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let reader = e.begin(Isolation::RepeatableRead);
+    reader.get(t, &k(1)).unwrap();
+    let mut timed_out = false;
+    for round in 0..400 {
+        match storm_round(&e, t, round) {
+            Ok(()) => {}
+            Err(TrxError::LockWaitTimeout) => {
+                timed_out = true;
+                break;
+            }
+            Err(err) => panic!("{err}"),
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(timed_out, "writers never waited");
+    assert!(e.registry().get("trx_undo_quota_writer_waits").unwrap() >= 1);
+    let hl = e.history_len();
+    assert!(matches!(
+        storm_round(&e, t, 9999),
+        Err(TrxError::LockWaitTimeout)
+    ));
+    assert_eq!(
+        e.history_len(),
+        hl,
+        "no history growth while writers are held"
+    );
+    // The reader ends: purge runs, writers go again.
+    reader.commit().unwrap();
+    let t0 = Instant::now();
+    loop {
+        match storm_round(&e, t, 10_000) {
+            Ok(()) => break,
+            Err(TrxError::LockWaitTimeout) => assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "writers stayed blocked"
+            ),
+            Err(err) => panic!("{err}"),
+        }
+    }
+    e.shutdown().unwrap();
+}
+
+/// max_purge_lag: DML is delayed while the history is longer, and the delay
+/// is counted.
+#[test]
+fn purge_lag_delays_dml() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.max_purge_lag = 5;
+    c.max_purge_lag_delay_us = 2000;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let reader = e.begin(Isolation::RepeatableRead);
+    reader.get(t, &k(1)).unwrap();
+    for round in 0..30 {
+        storm_round(&e, t, round).unwrap();
+    }
+    assert!(e.history_len() > 5);
+    let n = e.registry().get("trx_purge_lag_delays").unwrap();
+    let us = e.registry().get("trx_purge_lag_delay_us").unwrap();
+    assert!(n > 0 && us > 0, "no delay counted ({n}, {us} us)");
+    reader.commit().unwrap();
+    e.shutdown().unwrap();
+}
+
+/// An idle transaction is rolled back: its changes are undone, its locks
+/// released, and its next statement fails.
+#[test]
+fn idle_transactions_time_out() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.idle_trx_timeout_ms = 150;
+    c.lock_wait_timeout_ms = 5000;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let idle = e.begin(Isolation::RepeatableRead);
+    idle.update(t, &k(3), b"idle-change").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // The row lock is gone: this does not wait for the lock timeout.
+    let t0 = Instant::now();
+    let w = e.begin(Isolation::RepeatableRead);
+    assert_eq!(w.get(t, &k(3)).unwrap(), Some(b"initial".to_vec()));
+    w.update(t, &k(3), b"other").unwrap();
+    w.commit().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let err = idle.get(t, &k(3)).unwrap_err();
+    assert!(
+        matches!(err, TrxError::RolledBack(m) if m.contains("idle")),
+        "{err}"
+    );
+    assert!(e.registry().get("trx_idle_timeouts").unwrap() >= 1);
+    e.shutdown().unwrap();
+}
