@@ -10,6 +10,54 @@
 //! Must not know about: the wire protocol or SQL; how pages are cached or
 //! logged (it changes pages through millrace-buf mini-transactions and
 //! B+trees through millrace-btree).
+//!
+//! # Example
+//!
+//! ```
+//! use millrace_io::SimStorage;
+//! use millrace_metrics::Registry;
+//! use millrace_sys::cpu::{CpuBudget, CpuSnapshot};
+//! use millrace_trx::{Engine, Isolation, TrxConfig, TrxError};
+//! use std::ops::Bound;
+//! use std::sync::Arc;
+//!
+//! // A real data directory would be `millrace_io::FsStorage::new("data", false)?`
+//! // and `CpuBudget::start(CpuProbe::system(), Duration::from_secs(1))`.
+//! let storage = Arc::new(SimStorage::new());
+//! let mut cfg = TrxConfig::default();
+//! cfg.store.buf.pool_bytes = 8 << 20;
+//! cfg.store.log.capacity_bytes = 8 << 20;
+//! let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
+//! let engine = Engine::open(storage, cfg, cpu, Registry::new())?;
+//!
+//! // A table with one secondary index on bytes 0..4 of the value.
+//! let users = engine.create_table(&[vec![(0, 4)]])?;
+//!
+//! let tx = engine.begin(Isolation::RepeatableRead);
+//! tx.insert(users, b"alice", b"oslo, admin")?;
+//! tx.insert(users, b"bob", b"rome, user")?;
+//! assert_eq!(tx.insert(users, b"bob", b"dup").unwrap_err().mysql_code(), 1062);
+//! tx.commit()?; // durable (flush_log_at_trx_commit = 1) when it returns
+//!
+//! let reader = engine.begin(Isolation::RepeatableRead);
+//! assert_eq!(reader.get(users, b"bob")?, Some(b"rome, user".to_vec()));
+//!
+//! let writer = engine.begin(Isolation::RepeatableRead);
+//! writer.update(users, b"bob", b"oslo, user")?;
+//! writer.delete(users, b"alice")?;
+//! writer.commit()?;
+//!
+//! // The reader's snapshot is unchanged; a new transaction sees the commit.
+//! assert_eq!(reader.get(users, b"alice")?, Some(b"oslo, admin".to_vec()));
+//! reader.commit()?;
+//! let now = engine.begin(Isolation::ReadCommitted);
+//! let rows = now.scan(users, Bound::Unbounded, Bound::Unbounded, 100)?;
+//! assert_eq!(rows, vec![(b"bob".to_vec(), b"oslo, user".to_vec())]);
+//! assert_eq!(now.scan_secondary(users, 0, b"oslo", b"oslo", 10)?.len(), 1);
+//! now.rollback()?;
+//! engine.shutdown()?;
+//! # Ok::<(), TrxError>(())
+//! ```
 
 pub mod catalog;
 mod engine;

@@ -91,11 +91,14 @@ impl LockMode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockError {
-    /// The wait exceeded the timeout (MySQL error 1205, ER_LOCK_WAIT_TIMEOUT). The caller rolls back the statement.
+    /// The wait exceeded the timeout (MySQL error 1205, ER_LOCK_WAIT_TIMEOUT). The caller rolls
+    /// back the statement.
     Timeout,
-    /// Waiting would close a cycle: this transaction is the victim (MySQL 1213, ER_LOCK_DEADLOCK). The caller rolls back the transaction.
+    /// Waiting would close a cycle: this transaction is the victim (MySQL 1213, ER_LOCK_DEADLOCK).
+    /// The caller rolls back the transaction.
     Deadlock,
-    /// The wait was cancelled by `cancel` (the transaction is being rolled back by someone else, e.g. an undo-quota policy).
+    /// The wait was cancelled by `cancel` (the transaction is being rolled back by someone else,
+    /// e.g. an undo-quota policy).
     Cancelled,
 }
 
@@ -307,11 +310,12 @@ impl LockManager {
         self.wait_for.lock().expect("lock wait-for graph poisoned")
     }
 
-    /// Locks row `key` of table `table` for `trx`. Returns at once if trx already holds it in this mode or
-    /// stronger; upgrades S to X (waiting for other S holders). Blocks while another transaction holds a
-    /// conflicting lock (S-S compatible, everything else conflicts) or an earlier waiter wants a conflicting
-    /// mode (FIFO fairness: a new S request queues behind a waiting X request, except that a trx already
-    /// holding S that asks for X goes before other waiters); before blocking, runs deadlock detection.
+    /// Locks row `key` of table `table` for `trx`. Returns at once if trx already holds it in this
+    /// mode or stronger; upgrades S to X (waiting for other S holders). Blocks while another
+    /// transaction holds a conflicting lock (S-S compatible, everything else conflicts) or an
+    /// earlier waiter wants a conflicting mode (FIFO fairness: a new S request queues behind a
+    /// waiting X request, except that a trx already holding S that asks for X goes before other
+    /// waiters); before blocking, runs deadlock detection.
     ///
     /// A trx must not call `lock` from two threads at once: it waits for one
     /// row at a time, as a transaction does.
@@ -424,9 +428,9 @@ impl LockManager {
         }
     }
 
-    /// Implicit-to-explicit conversion: records that `holder` holds an X lock on the row (granted at once,
-    /// regardless of waiters: the holder already owns the row through the record's transaction id).
-    /// No-op if it already holds X.
+    /// Implicit-to-explicit conversion: records that `holder` holds an X lock on the row (granted
+    /// at once, regardless of waiters: the holder already owns the row through the record's
+    /// transaction id). No-op if it already holds X.
     ///
     /// The caller must make sure `holder` is still active (has not run
     /// `release_all`), or the lock would outlive it; InnoDB checks this under
@@ -452,7 +456,8 @@ impl LockManager {
         }
     }
 
-    /// Releases every lock of trx (commit or rollback) and wakes the waiters that can now be granted.
+    /// Releases every lock of trx (commit or rollback) and wakes the waiters that can now be
+    /// granted.
     pub fn release_all(&self, trx: TrxId) {
         let held = {
             let mut trxs = self.trx_shard(trx);

@@ -292,8 +292,11 @@ fn implicit_lock_is_granted_ahead_of_waiters() {
 #[test]
 fn implicit_lock_closing_a_cycle_picks_a_waiting_victim() {
     let (registry, locks) = manager();
-    // Trx 1 holds a and waits for b; trx 2 waits for a. Converting trx 2's
-    // implicit lock on b closes 1 -> 2 -> 1; trx 1's wait gained the edge.
+    // Trx 1 holds a and waits for b (trx 3's S stands in for whatever made
+    // it wait); trx 2 waits for a. Converting trx 2's implicit lock on b
+    // closes 1 -> 2 -> 1 through an edge that trx 1's queued wait gained,
+    // so trx 1 is woken as the victim. (grant_implicit trusts its caller
+    // that no conflicting lock is held; this only exercises the search.)
     locks.lock(1, T, b"a", Exclusive, LONG).expect("X1");
     locks.lock(3, T, b"b", Shared, LONG).expect("S3");
     let w1 = lock_async(&locks, 1, b"b", Exclusive, LONG);
@@ -372,6 +375,30 @@ fn upgrade_deadlock_is_detected() {
     assert_eq!(join(up1), Ok(()));
     locks.release_all(1);
     assert_eq!(locks.total_locks(), 0);
+}
+
+#[test]
+fn released_holder_is_no_longer_waited_for() {
+    // Trx 2 first waits for S holders 1 and 3; after trx 1 commits, a new
+    // wait of trx 1 for trx 2 must not look like a cycle through a stale
+    // 2 -> 1 edge.
+    let (registry, locks) = manager();
+    locks.lock(1, T, b"a", Shared, LONG).expect("S1");
+    locks.lock(3, T, b"a", Shared, LONG).expect("S3");
+    locks.lock(2, T, b"b", Exclusive, LONG).expect("X2");
+    let w2 = lock_async(&locks, 2, b"a", Exclusive, LONG);
+    wait_until("2 waits", || locks.waiting() == 1);
+    locks.release_all(1);
+    let w1 = lock_async(&locks, 1, b"b", Shared, LONG);
+    wait_until("1 waits", || locks.waiting() == 2);
+    assert_eq!(registry.get("lock_deadlocks"), Some(0));
+    locks.release_all(3);
+    assert_eq!(join(w2), Ok(()));
+    locks.release_all(2);
+    assert_eq!(join(w1), Ok(()));
+    locks.release_all(1);
+    assert_eq!(locks.total_locks(), 0);
+    assert_eq!(locks.waiting(), 0);
 }
 
 #[test]
