@@ -627,6 +627,49 @@ impl BufferPool {
             .store(true, Ordering::Release);
     }
 
+    /// Drops every cached page of `space` numbered `from_page` or more,
+    /// without writing it (they are free pages of a space being truncated).
+    /// Waits for pages a flush batch holds.
+    pub(crate) fn discard_pages(&self, space: u32, from_page: u32) {
+        loop {
+            let mut busy = false;
+            {
+                let mut lru = order::lock(&self.lru, Level::Lru);
+                for f in 0..self.frames.len() as u32 {
+                    let fr = &self.frames[f as usize];
+                    let id = unpack(fr.id.load(Ordering::SeqCst));
+                    if id.space != space
+                        || id.page < from_page
+                        || fr.id.load(Ordering::SeqCst) == NO_PAGE
+                    {
+                        continue;
+                    }
+                    let mut map = order::lock(self.shard(id), Level::Shard);
+                    if fr.fix.load(Ordering::SeqCst) != 0 || map.get(&id) != Some(&f) {
+                        busy |= map.get(&id) == Some(&f);
+                        continue;
+                    }
+                    map.remove(&id);
+                    drop(map);
+                    lru.unlink(f, &self.frames);
+                    fr.id.store(NO_PAGE, Ordering::SeqCst);
+                    fr.state.store(STATE_FREE, Ordering::Release);
+                    let oldest = fr.oldest_mod.swap(0, Ordering::SeqCst);
+                    if oldest != 0 {
+                        order::lock(&self.flush_list, Level::Flush).remove(&(oldest, f));
+                    }
+                    drop(lru);
+                    order::lock(&self.free, Level::Free).push(f);
+                    lru = order::lock(&self.lru, Level::Lru);
+                }
+            }
+            if !busy {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Frames the cleaner keeps on the free list.
     pub(crate) fn free_target(&self) -> usize {
         (self.frames.len() / 16).max(8)

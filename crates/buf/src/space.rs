@@ -175,3 +175,27 @@ pub fn space_id_limit(mtr: &mut Mtr<'_>) -> Result<u32, Error> {
 pub fn space_exists(mtr: &Mtr<'_>, space: u32) -> bool {
     mtr.space_file_exists(space)
 }
+
+/// Shrinks a space to `new_size` pages. Only for a space whose pages from
+/// `new_size` on are all free (an undo space after purge freed every log):
+/// the free list is dropped with them. The file is cut separately
+/// (`PageStore::truncate_space_file`) once this change is durable.
+pub fn truncate_free_tail(mtr: &mut Mtr<'_>, space: u32, new_size: u32) -> Result<(), Error> {
+    let h = header(mtr, space)?;
+    let p = mtr.page(h);
+    let (size, n_free) = (page::u32_at(p, OFF_SIZE), page::u32_at(p, OFF_N_FREE));
+    assert!(
+        new_size >= 1 && new_size <= size,
+        "truncation must shrink the space"
+    );
+    if size - new_size != n_free {
+        return Err(Error::Corrupt(format!(
+            "space {space}: {n_free} free pages, but {} pages past the new end",
+            size - new_size
+        )));
+    }
+    mtr.write(h, OFF_SIZE, &new_size.to_le_bytes());
+    mtr.write(h, OFF_FREE_HEAD, &0u32.to_le_bytes());
+    mtr.write(h, OFF_N_FREE, &0u32.to_le_bytes());
+    Ok(())
+}

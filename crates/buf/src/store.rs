@@ -246,6 +246,33 @@ impl PageStore {
         self.log.shutdown().map_err(Error::Log)
     }
 
+    /// Cuts a space's file to its size after `space::truncate_free_tail`
+    /// was committed at `end_lsn`: waits for that to be durable, drops the
+    /// cached pages past the end, sets the file length and syncs it.
+    pub fn truncate_space_file(
+        &self,
+        space: u32,
+        new_size: u32,
+        end_lsn: u64,
+    ) -> Result<(), Error> {
+        self.log.wait_flushed(end_lsn).map_err(Error::Log)?;
+        self.pool.discard_pages(space, new_size);
+        let f = self.pool.files.file(space, false)?;
+        let len = new_size as u64 * self.pool.page_size() as u64;
+        f.set_len(len)
+            .and_then(|_| f.sync_data())
+            .map_err(|e| Error::Io(format!("truncating space {space}: {e}")))
+    }
+
+    /// A space's file length in bytes.
+    pub fn space_file_bytes(&self, space: u32) -> Result<u64, Error> {
+        self.pool
+            .files
+            .file(space, false)?
+            .len()
+            .map_err(|e| Error::Io(format!("space {space}: {e}")))
+    }
+
     /// One round of the cleaner's work; returns whether it did anything.
     pub fn clean_once(&self) -> Result<bool, Error> {
         let cap = self.log.capacity_bytes();

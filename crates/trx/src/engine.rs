@@ -73,6 +73,7 @@ pub(crate) struct TrxMetrics {
     pub purge_logs: Arc<Counter>,
     pub quota_actions: Arc<Counter>,
     pub idle_timeouts: Arc<Counter>,
+    pub undo_truncations: Arc<Counter>,
     pub writer_quota_waits: Arc<Counter>,
 }
 
@@ -130,6 +131,8 @@ pub struct Engine {
     /// wait_writers policy: writers wait while set.
     pub(crate) writers_blocked: (Mutex<bool>, Condvar),
     pub(crate) purge_wake: (Mutex<bool>, Condvar),
+    /// Undo spaces waiting to be truncated: no new undo logs go there.
+    pub(crate) inactive_spaces: Mutex<std::collections::HashSet<u32>>,
     purge_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     registry: Arc<Registry>,
 }
@@ -202,6 +205,7 @@ impl Engine {
             purge_logs: c("trx_purge_logs", "undo logs purged and freed"),
             quota_actions: c("trx_undo_quota_actions", "undo quota policy actions taken"),
             idle_timeouts: c("trx_idle_timeouts", "transactions rolled back for idling"),
+            undo_truncations: c("trx_undo_truncations", "undo tablespaces truncated"),
             writer_quota_waits: c(
                 "trx_undo_quota_writer_waits",
                 "writers made to wait by the undo quota",
@@ -235,6 +239,7 @@ impl Engine {
             shutting_down: AtomicBool::new(false),
             writers_blocked: (Mutex::new(false), Condvar::new()),
             purge_wake: (Mutex::new(false), Condvar::new()),
+            inactive_spaces: Mutex::new(std::collections::HashSet::new()),
             purge_thread: Mutex::new(None),
             registry: registry.clone(),
             rsegs,
@@ -673,6 +678,65 @@ impl Engine {
         cv.notify_one();
     }
 
+    /// Truncation of undo tablespaces past `undo_truncate_bytes` (called by
+    /// the purge thread): an oversized space is marked inactive; once none
+    /// of its segments has an undo log in a slot or in its history, it is
+    /// shrunk to its header and segment pages and its file is cut.
+    pub(crate) fn truncate_undo_spaces(&self) -> Result<(), TrxError> {
+        let limit = self.cfg.undo_truncate_bytes;
+        if limit == 0 {
+            return Ok(());
+        }
+        let ps = self.store.pool().page_size() as u64;
+        let mut spaces: Vec<u32> = self.rsegs.iter().map(|r| r.space).collect();
+        spaces.sort_unstable();
+        spaces.dedup();
+        for &sp in &spaces {
+            let size = {
+                let mut mtr = self.store.mtr()?;
+                space::space_size(&mut mtr, sp)?.0
+            };
+            let mut inactive = self.inactive_spaces.lock().expect("poisoned");
+            if !inactive.contains(&sp) {
+                // Keep at least one space taking new undo.
+                if size as u64 * ps > limit && inactive.len() + 1 < spaces.len() {
+                    tracing::info!(
+                        space = sp,
+                        size_mib = size as u64 * ps >> 20,
+                        "undo tablespace past its size limit: truncating once purged"
+                    );
+                    inactive.insert(sp);
+                }
+                continue;
+            }
+            drop(inactive);
+            let rsegs: Vec<&Rseg> = self.rsegs.iter().filter(|r| r.space == sp).collect();
+            let guards: Vec<_> = rsegs.iter().map(|r| r.lock(&self.rseg_metrics)).collect();
+            if !guards.iter().all(|g| g.idle()) {
+                continue;
+            }
+            let mut empty = true;
+            for r in &rsegs {
+                empty &= r.history_len(&self.store)? == 0;
+            }
+            if !empty {
+                continue;
+            }
+            let new_size = rsegs.iter().map(|r| r.page).max().unwrap_or(0) + 1;
+            let mut mtr = self.store.mtr()?;
+            space::truncate_free_tail(&mut mtr, sp, new_size)?;
+            let end = mtr.commit()?;
+            drop(guards);
+            if let Some(end) = end {
+                self.store.truncate_space_file(sp, new_size, end)?;
+            }
+            self.inactive_spaces.lock().expect("poisoned").remove(&sp);
+            self.m.undo_truncations.inc();
+            tracing::info!(space = sp, pages = new_size, "undo tablespace truncated");
+        }
+        Ok(())
+    }
+
     /// Stops purge and shuts the store down cleanly.
     pub fn shutdown(&self) -> Result<(), TrxError> {
         self.shutting_down.store(true, Ordering::SeqCst);
@@ -1016,9 +1080,20 @@ impl Call<'_> {
         if self.st.undo.is_none() {
             let n = self.e.rsegs.len();
             let start = self.e.next_rseg.fetch_add(1, Ordering::Relaxed);
+            let inactive = self.e.inactive_spaces.lock().expect("poisoned").clone();
             let mut log = None;
-            for i in 0..n {
-                let r = &self.e.rsegs[(start + i) % n];
+            // Active spaces first; an inactive one only if nothing else has
+            // a free slot.
+            let order = (0..n)
+                .map(|i| (start + i) % n)
+                .filter(|&i| !inactive.contains(&self.e.rsegs[i].space))
+                .chain(
+                    (0..n)
+                        .map(|i| (start + i) % n)
+                        .filter(|&i| inactive.contains(&self.e.rsegs[i].space)),
+                );
+            for i in order {
+                let r = &self.e.rsegs[i];
                 if let Some(l) =
                     undo::create_log(self.e.store(), r, &self.e.rseg_metrics, self.st.id)?
                 {

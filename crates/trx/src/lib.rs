@@ -116,6 +116,9 @@ pub struct TrxConfig {
     pub undo_quota_policy: UndoQuotaPolicy,
     /// A transaction idle this long is rolled back; 0 = never.
     pub idle_trx_timeout_ms: u64,
+    /// An undo tablespace larger than this is truncated once purge has
+    /// emptied it (new undo goes to the other spaces meanwhile); 0 = never.
+    pub undo_truncate_bytes: u64,
 }
 
 impl Default for TrxConfig {
@@ -133,6 +136,7 @@ impl Default for TrxConfig {
             undo_quota_bytes: 0,
             undo_quota_policy: UndoQuotaPolicy::RollbackOldest,
             idle_trx_timeout_ms: 0,
+            undo_truncate_bytes: 256 << 20,
         }
     }
 }

@@ -48,6 +48,9 @@ fn coordinator(w: Weak<Engine>) {
         if let Err(err) = policies(&e) {
             tracing::error!(error = %err, "history bound policies failed");
         }
+        if let Err(err) = e.truncate_undo_spaces() {
+            tracing::error!(error = %err, "undo tablespace truncation failed");
+        }
         if !did {
             let (m, cv) = &e.purge_wake;
             let g = m.lock().expect("poisoned");

@@ -60,6 +60,14 @@ pub struct Rseg {
 
 pub(crate) struct RsegMem {
     free_slots: Vec<u16>,
+    n_slots: usize,
+}
+
+impl RsegMem {
+    /// No transaction has an undo log in this segment.
+    pub(crate) fn idle(&self) -> bool {
+        self.free_slots.len() == self.n_slots
+    }
 }
 
 /// Contention on rollback segment mutexes (seed 003).
@@ -95,6 +103,7 @@ impl Rseg {
             page,
             mem: Mutex::new(RsegMem {
                 free_slots: (0..slots).rev().collect(),
+                n_slots: slots as usize,
             }),
         })
     }
@@ -134,7 +143,10 @@ impl Rseg {
                 id,
                 space,
                 page,
-                mem: Mutex::new(RsegMem { free_slots: free }),
+                mem: Mutex::new(RsegMem {
+                    n_slots: free.len() + used.len(),
+                    free_slots: free,
+                }),
             },
             used,
         ))

@@ -189,3 +189,57 @@ fn idle_transactions_time_out() {
     assert!(e.registry().get("trx_idle_timeouts").unwrap() >= 1);
     e.shutdown().unwrap();
 }
+
+/// An undo tablespace that grew past `undo_truncate_bytes` is truncated
+/// once purge has emptied it; the data is intact and the file is smaller.
+#[test]
+fn oversized_undo_tablespaces_are_truncated() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.undo_truncate_bytes = 256 << 10;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let reader = e.begin(Isolation::RepeatableRead);
+    reader.get(t, &k(1)).unwrap();
+    for round in 0..60 {
+        storm_round(&e, t, round).unwrap();
+    }
+    let file_bytes = |sp: u32| {
+        s.file_bytes(&format!("spaces/{sp:010}.mrs"))
+            .map_or(0, |b| b.len())
+    };
+    // Flush, so the files have the spaces' sizes. Undo spaces are 1 and 2.
+    e.store().checkpoint_now().unwrap();
+    let grown = file_bytes(1).max(file_bytes(2));
+    assert!(
+        grown > 256 << 10,
+        "undo did not grow past the limit ({grown} bytes)"
+    );
+    reader.commit().unwrap();
+    let t0 = Instant::now();
+    while e.registry().get("trx_undo_truncations").unwrap() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no undo tablespace was truncated"
+        );
+        // Keep some (small) write traffic so the other space stays in use.
+        storm_round(&e, t, 1000).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let now = file_bytes(1).min(file_bytes(2));
+    assert!(now < 64 << 10, "the truncated file is still {now} bytes");
+    let r = e.begin(Isolation::RepeatableRead);
+    assert!(r
+        .get(t, &k(7))
+        .unwrap()
+        .unwrap()
+        .starts_with(b"round-001000"));
+    r.commit().unwrap();
+    e.shutdown().unwrap();
+    // And the store reopens and checks out.
+    let e = open(&s.clean_image());
+    let (ci, _) = e.index_defs(t).unwrap();
+    millrace_btree::Index::open(ci).check(e.store()).unwrap();
+    assert!(millrace_btree::check_store(e.store()).is_ok());
+    e.shutdown().unwrap();
+}
