@@ -702,7 +702,7 @@ impl Engine {
                 if size as u64 * ps > limit && inactive.len() + 1 < spaces.len() {
                     tracing::info!(
                         space = sp,
-                        size_mib = size as u64 * ps >> 20,
+                        size_mib = (size as u64 * ps) >> 20,
                         "undo tablespace past its size limit: truncating once purged"
                     );
                     inactive.insert(sp);
