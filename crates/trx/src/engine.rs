@@ -98,6 +98,7 @@ pub(crate) struct TrxState {
     undo_no: u64,
     done: bool,
     view_no: Arc<AtomicU64>,
+    view_opened_ms: Arc<AtomicU64>,
 }
 
 /// Shared between a transaction's owner and the engine's background
@@ -110,6 +111,8 @@ pub(crate) struct TrxShared {
     /// The open read view's serialisation limit (0: none), readable without
     /// the state mutex (the undo quota policy looks for the oldest).
     pub(crate) view_no: Arc<AtomicU64>,
+    /// When the open read view was made (engine clock, ms; 0: none).
+    pub(crate) view_opened_ms: Arc<AtomicU64>,
 }
 
 pub struct Engine {
@@ -398,6 +401,7 @@ impl Engine {
     /// Starts a transaction.
     pub fn begin(self: &Arc<Self>, iso: Isolation) -> Trx {
         let view_no = Arc::new(AtomicU64::new(0));
+        let view_opened_ms = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(TrxShared {
             state: Mutex::new(TrxState {
                 id: 0,
@@ -407,11 +411,13 @@ impl Engine {
                 undo_no: 0,
                 done: false,
                 view_no: view_no.clone(),
+                view_opened_ms: view_opened_ms.clone(),
             }),
             killed: AtomicU8::new(KillReason::None as u8),
             last_active_ms: AtomicU64::new(self.now_ms()),
             iso,
             view_no,
+            view_opened_ms,
         });
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
         self.open_trx
@@ -558,9 +564,8 @@ impl Engine {
             .values()
             .filter_map(|w| w.upgrade())
             .filter_map(|t| {
-                let st = t.state.try_lock().ok()?;
-                st.view.as_ref()?;
-                Some(now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed)))
+                let opened = t.view_opened_ms.load(Ordering::Relaxed);
+                (opened != 0).then(|| (now + 1).saturating_sub(opened))
             })
             .max()
             .unwrap_or(0)
@@ -631,6 +636,7 @@ impl Engine {
             self.sys.close_view(&v);
         }
         st.view_no.store(0, Ordering::SeqCst);
+        st.view_opened_ms.store(0, Ordering::SeqCst);
         st.done = true;
     }
 
