@@ -1,8 +1,8 @@
 //! `millrace`: the command line of the millrace storage engine. Today it runs
 //! benchmarks of the engine's layers (`millrace bench log` drives the redo
 //! log on its own, `millrace bench btree` a sysbench-like table on B+tree
-//! indexes); later it will also hold `bench trx` and `serve`, the
-//! MySQL-protocol server.
+//! indexes, `millrace bench trx` the same table through transactions);
+//! later it will also hold `serve`, the MySQL-protocol server.
 
 mod bench;
 mod check;

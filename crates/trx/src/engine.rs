@@ -1054,6 +1054,10 @@ impl Call<'_> {
                 crate::sys::pack_view(v.slot, v.low_limit_no),
                 Ordering::SeqCst,
             );
+            // +1: a view opened at engine time 0 still reads as open.
+            self.st
+                .view_opened_ms
+                .store(self.e.now_ms() + 1, Ordering::SeqCst);
             self.st.view = Some(v);
         }
         Ok(())

@@ -163,3 +163,18 @@ fn committed_survive_a_crash_in_flight_are_rolled_back() {
     r.commit().unwrap();
     e.shutdown().unwrap();
 }
+
+#[test]
+fn oldest_view_age_is_reported() {
+    let s = SimStorage::new();
+    let e = open(&s);
+    let t = e.create_table(&[]).unwrap();
+    let r = e.begin(Isolation::RepeatableRead);
+    r.get(t, &k(1)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    let age = e.registry().get("trx_oldest_view_age_ms").unwrap();
+    assert!(age >= 100, "age {age}");
+    r.commit().unwrap();
+    assert_eq!(e.registry().get("trx_oldest_view_age_ms").unwrap(), 0);
+    e.shutdown().unwrap();
+}

@@ -36,10 +36,10 @@ const C_BYTES: usize = 120;
 const PAD_BYTES: usize = 60;
 const ROW_BYTES: usize = 8 + C_BYTES + PAD_BYTES;
 /// How often the load reports its progress on stderr.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Loading threads when --load-threads is not given: at most this many, and
 /// no more than the CPUs.
-const MAX_DEFAULT_LOAD_THREADS: u32 = 4;
+pub(super) const MAX_DEFAULT_LOAD_THREADS: u32 = 4;
 /// Seeds the row contents and the operations, so that the engine and the
 /// baseline load the same rows and run the same sequence per thread.
 const SEED: u64 = 0x6d69_6c6c_7261_6365;
@@ -178,23 +178,8 @@ fn run_in<'a>(args: &'a BtreeArgs, run_dir: &Path) -> Result<Report<'a>, String>
             .effective_cpus
             .clamp(1, MAX_DEFAULT_LOAD_THREADS)
     });
-    let storage = FsStorage::new(run_dir, false)
-        .map_err(|e| format!("opening storage in {}: {e}", run_dir.display()))?;
-    let (engine, dedicated_writer_threads) = {
-        let (store, _) = PageStore::open(
-            Arc::new(storage),
-            store_config(args),
-            cpu.clone(),
-            &registry,
-        )
-        .map_err(|e| format!("opening the page store: {e}"))?;
-        let engine = check_metrics(&registry)
-            .and_then(|()| run_engine(args, &store, &registry, load_threads));
-        let shutdown = store.shutdown();
-        let engine = engine?;
-        shutdown.map_err(|e| format!("shutting the page store down: {e}"))?;
-        (engine, store.log().dedicated_writer_threads())
-    };
+    let (engine, dedicated_writer_threads) =
+        open_and_run_engine(args, run_dir, &cpu, &registry, load_threads)?;
     // The store (and its buffer pool's memory) is gone before the baseline.
     release_freed_memory();
     let baseline = if args.no_baseline {
@@ -212,11 +197,80 @@ fn run_in<'a>(args: &'a BtreeArgs, run_dir: &Path) -> Result<Report<'a>, String>
     })
 }
 
+/// Opens a store in `run_dir`, runs the engine part (load, operations,
+/// check) and shuts the store down. Returns the result and whether the log
+/// had dedicated writer threads.
+fn open_and_run_engine(
+    args: &BtreeArgs,
+    run_dir: &Path,
+    cpu: &Arc<CpuBudget>,
+    registry: &Registry,
+    load_threads: u32,
+) -> Result<(Engine, bool), String> {
+    let storage = FsStorage::new(run_dir, false)
+        .map_err(|e| format!("opening storage in {}: {e}", run_dir.display()))?;
+    let (store, _) = PageStore::open(Arc::new(storage), store_config(args), cpu.clone(), registry)
+        .map_err(|e| format!("opening the page store: {e}"))?;
+    let engine =
+        check_metrics(registry).and_then(|()| run_engine(args, &store, registry, load_threads));
+    let shutdown = store.shutdown();
+    let engine = engine?;
+    shutdown.map_err(|e| format!("shutting the page store down: {e}"))?;
+    Ok((engine, store.log().dedicated_writer_threads()))
+}
+
+/// One operation of the mix alone on the bare B+tree table, as this bench's
+/// engine part runs it: `bench trx`'s baseline without transactions.
+pub(super) struct BareRun {
+    pub rows: u64,
+    pub threads: u32,
+    pub seconds: f64,
+    pub buffer_pool_mb: u64,
+    pub page_size: usize,
+    pub level: u8,
+    pub log_capacity_mb: u64,
+    pub log_writer_threads: WriterThreads,
+    pub load_threads: u32,
+    /// "update_index" or "insert".
+    pub op: &'static str,
+}
+
+/// Runs `run` in a fresh store in `dir` (load at level 0, then `op` alone
+/// on `threads` threads, each ending with a commit wait at `level`, then the
+/// check of both indexes) and returns its operations per second.
+pub(super) fn bare_ops_per_s(
+    run: &BareRun,
+    dir: &Path,
+    cpu: &Arc<CpuBudget>,
+) -> Result<f64, String> {
+    let args = BtreeArgs {
+        rows: run.rows,
+        threads: run.threads,
+        seconds: run.seconds,
+        buffer_pool_mb: run.buffer_pool_mb,
+        page_size: run.page_size,
+        level: run.level,
+        log_capacity_mb: run.log_capacity_mb,
+        log_writer_threads: run.log_writer_threads,
+        load_threads: Some(run.load_threads),
+        mix: format!("{}=1", run.op).parse()?,
+        dir: None,
+        keep: false,
+        no_baseline: true,
+        json: true,
+    };
+    validate(&args)?;
+    let registry = Registry::new();
+    let (engine, _) = open_and_run_engine(&args, dir, cpu, &registry, run.load_threads)?;
+    let m = &engine.measured;
+    Ok(m.total_ops() as f64 / m.wall_s)
+}
+
 /// Hands the memory the engine run freed back to the system. Without it, on
 /// glibc, the baseline after a busy engine run (100k rows, 16 threads, 2
 /// CPUs, pool 512 MiB) came out at 320-390k ops/s in 8 of 8 runs, and at
 /// 410-550k with it, as after an engine run that allocated little.
-fn release_freed_memory() {
+pub(super) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of the allocator's
     // arenas to the system; it touches no live allocation.
@@ -658,7 +712,7 @@ struct Loaded {
 }
 
 /// The ids thread `t` of `threads` loads: consecutive ranges covering 1..=rows.
-fn load_range(rows: u64, threads: u32, t: u32) -> Range<u64> {
+pub(super) fn load_range(rows: u64, threads: u32, t: u32) -> Range<u64> {
     let at = |i: u32| 1 + (u128::from(rows) * u128::from(i) / u128::from(threads)) as u64;
     at(t)..at(t + 1)
 }

@@ -4,6 +4,7 @@
 
 mod btree;
 mod log;
+mod trx;
 
 use clap::Subcommand;
 use hdrhistogram::Histogram;
@@ -18,6 +19,10 @@ pub enum BenchCommand {
     /// A sysbench-like mix on a table of two B+tree indexes: throughput,
     /// latency, page I/O, against a BTreeMap under a mutex.
     Btree(btree::BtreeArgs),
+    /// sysbench-like transactions through the transactional engine:
+    /// throughput, latency, history length and purge, against the bare
+    /// B+tree.
+    Trx(trx::TrxArgs),
 }
 
 /// Runs one benchmark; the error is a message for the user.
@@ -25,6 +30,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Log(args) => log::run(&args),
         BenchCommand::Btree(args) => btree::run(&args),
+        BenchCommand::Trx(args) => trx::run(&args),
     }
 }
 
