@@ -109,6 +109,8 @@ pub struct TrxConfig {
     /// Most purge worker threads; how many run follows the backlog.
     pub purge_threads: usize,
     /// History length above which DML statements are delayed; 0 = never.
+    /// On by default (InnoDB's default is off): seed 002 shows a history
+    /// left unbounded costing throughput for long after its cause is gone.
     pub max_purge_lag: u64,
     pub max_purge_lag_delay_us: u64,
     /// Undo bytes above which `undo_quota_policy` acts; 0 = no quota.
@@ -131,7 +133,7 @@ impl Default for TrxConfig {
             lock_wait_timeout_ms: 50_000,
             purge: true,
             purge_threads: 4,
-            max_purge_lag: 0,
+            max_purge_lag: 10_000,
             max_purge_lag_delay_us: 10_000,
             undo_quota_bytes: 0,
             undo_quota_policy: UndoQuotaPolicy::RollbackOldest,

@@ -194,7 +194,7 @@ pub struct TrxArgs {
     long_reader: bool,
     /// History length above which writes are delayed (innodb_max_purge_lag);
     /// 0: never.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = TrxConfig::default().max_purge_lag)]
     max_purge_lag: u64,
     /// Longest such delay, microseconds (innodb_max_purge_lag_delay).
     #[arg(long, default_value_t = 10_000)]
