@@ -134,6 +134,9 @@ pub struct Engine {
     /// wait_writers policy: writers wait while set.
     pub(crate) writers_blocked: (Mutex<bool>, Condvar),
     pub(crate) purge_wake: (Mutex<bool>, Condvar),
+    /// Purge's last round found history it may not purge yet (a read view
+    /// holds it back): DML delay would not help purge then.
+    pub(crate) purge_blocked_by_view: AtomicBool,
     /// Undo spaces waiting to be truncated: no new undo logs go there.
     pub(crate) inactive_spaces: Mutex<std::collections::HashSet<u32>>,
     purge_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -243,6 +246,7 @@ impl Engine {
             writers_blocked: (Mutex::new(false), Condvar::new()),
             purge_wake: (Mutex::new(false), Condvar::new()),
             inactive_spaces: Mutex::new(std::collections::HashSet::new()),
+            purge_blocked_by_view: AtomicBool::new(false),
             purge_thread: Mutex::new(None),
             registry: registry.clone(),
             rsegs,
@@ -667,7 +671,9 @@ impl Engine {
     fn purge_lag_delay(&self) {
         let lag = self.cfg.max_purge_lag;
         let hl = self.history_len();
-        if lag == 0 || hl <= lag {
+        // Only when purge is behind for lack of time: when a read view holds
+        // it back, slowing writers frees nothing (the undo quota's case).
+        if lag == 0 || hl <= lag || self.purge_blocked_by_view.load(Ordering::Relaxed) {
             return;
         }
         let delay_us = ((hl - lag) * 5_000 / lag).min(self.cfg.max_purge_lag_delay_us);

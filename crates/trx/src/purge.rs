@@ -67,13 +67,18 @@ pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
     let limit = e.sys.purge_limit_no();
     let store = e.store();
     let mut batch = Vec::new();
+    let mut held_back = false;
     for (i, r) in e.rsegs.iter().enumerate() {
         if let Some((first, no)) = r.history_head(store)? {
             if no < limit {
                 batch.push((no, i, first));
+            } else {
+                held_back = true;
             }
         }
     }
+    e.purge_blocked_by_view
+        .store(batch.is_empty() && held_back, Ordering::Relaxed);
     if batch.is_empty() {
         return Ok(0);
     }
