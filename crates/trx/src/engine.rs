@@ -55,6 +55,29 @@ impl Table {
     }
 }
 
+/// Makes a secondary entry present and not delete-marked. Insert, or unmark
+/// an existing one; purge may remove a delete-marked entry between the two,
+/// so retry until one of them took effect.
+pub(crate) fn ensure_entry(
+    idx: &Index,
+    store: &PageStore,
+    entry: &[u8],
+    pk: &[u8],
+) -> Result<(), TrxError> {
+    for _ in 0..1000 {
+        match idx.insert(store, entry, pk, 0, 0) {
+            Ok(()) => return Ok(()),
+            Err(millrace_btree::Error::Duplicate) => {
+                if idx.set_deleted(store, entry, false, 0, 0)? {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(TrxError::Corrupt("a secondary entry kept vanishing".into()))
+}
+
 /// Secondary entry key: the secondary key, then the primary key (unique).
 fn sec_entry(skey: &[u8], pk: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(skey.len() + pk.len());
@@ -500,7 +523,13 @@ impl Engine {
                             idx.delete(store, &e)?;
                         }
                     }
-                    idx.set_deleted(store, &sec_entry(&old_k, &rec.pk), rec.prev_deleted, 0, 0)?;
+                    let old_e = sec_entry(&old_k, &rec.pk);
+                    if rec.prev_deleted {
+                        idx.set_deleted(store, &old_e, true, 0, 0)?;
+                    } else {
+                        // The restored version needs its entry live.
+                        ensure_entry(idx, store, &old_e, &rec.pk)?;
+                    }
                 }
                 t.clustered.update_full(
                     store,
@@ -1180,13 +1209,7 @@ impl Call<'_> {
             if only_changed_from.is_some_and(|old| sd.key_of(old) == k) {
                 continue;
             }
-            let e = sec_entry(&k, pk);
-            match idx.insert(store, &e, pk, 0, 0) {
-                Err(millrace_btree::Error::Duplicate) => {
-                    idx.set_deleted(store, &e, false, 0, 0)?;
-                }
-                r => r?,
-            }
+            ensure_entry(idx, store, &sec_entry(&k, pk), pk)?;
         }
         Ok(())
     }

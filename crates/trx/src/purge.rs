@@ -166,18 +166,55 @@ fn purge_record(e: &Engine, trx_id: u64, rec: &UndoRecord) -> Result<(), TrxErro
         }
         UndoKind::Update => {
             let prev = rec.prev_value.as_deref().unwrap_or_default();
-            let cur = t.clustered.get(store, &rec.pk)?;
+            let live = versions_in_use(e, &t.clustered, &rec.pk)?;
             for (idx, sd) in &t.secondaries {
                 let old_k = sd.key_of(prev);
-                // A key the newest version still has is left for the purge
-                // of that version's own change.
-                if cur.as_ref().is_none_or(|c| sd.key_of(&c.value) != old_k) {
+                // A key a version still in use has (the newest, or one an
+                // uncommitted transaction could roll back to) keeps its
+                // entry; it is purged with that version's own change.
+                if !live.iter().any(|v| sd.key_of(v) == old_k) {
                     idx.delete_if(store, &sec_entry(&old_k), |r| r.deleted)?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// The row values a secondary entry may still be needed for: the newest
+/// version, and while that version's transaction is uncommitted, the
+/// versions before it that a rollback would restore.
+fn versions_in_use(
+    e: &Engine,
+    clustered: &millrace_btree::Index,
+    pk: &[u8],
+) -> Result<Vec<Vec<u8>>, TrxError> {
+    let Some(mut r) = clustered.get(e.store(), pk)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = vec![r.value.clone()];
+    for _ in 0..1000 {
+        if r.trx_id == 0 || !e.sys.is_active(r.trx_id) {
+            break;
+        }
+        let Some(rp) = crate::undo_rec::RollPtr::decode(r.roll_ptr) else {
+            break;
+        };
+        if rp.insert {
+            break;
+        }
+        let u = undo::read(e.store(), rp)?;
+        let Some(v) = u.prev_value else { break };
+        out.push(v.clone());
+        r = millrace_btree::Row {
+            key: r.key,
+            value: v,
+            deleted: u.prev_deleted,
+            trx_id: u.prev_trx_id,
+            roll_ptr: u.prev_roll_ptr,
+        };
+    }
+    Ok(out)
 }
 
 fn policies(e: &Engine) -> Result<(), TrxError> {

@@ -318,3 +318,73 @@ fn large_transactions_commit_and_roll_back() {
     r.commit().unwrap();
     e.shutdown().unwrap();
 }
+
+/// Writers move rows between 3 secondary keys (and back), a quarter of the
+/// transactions roll back, purge races with all of it. Afterwards every row
+/// has exactly one live secondary entry, under its own key.
+#[test]
+fn secondary_entries_survive_purge_races_and_rollbacks() {
+    let s = SimStorage::new();
+    let e = open(&s);
+    let t = e.create_table(&[vec![(0, 1)]]).unwrap();
+    let init = e.begin(Isolation::RepeatableRead);
+    for n in 0..20 {
+        init.insert(t, &k(n), b"a-initial").unwrap();
+    }
+    init.commit().unwrap();
+    let hs: Vec<_> = (0..3u64)
+        .map(|w| {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                let mut rng = SplitMix64::new(w + 77);
+                for i in 0..300 {
+                    let tx = e.begin(Isolation::RepeatableRead);
+                    let mut ok = true;
+                    for _ in 0..1 + rng.below(3) {
+                        let key = [b'a', b'b', b'c'][rng.below(3) as usize];
+                        let v = format!("{}-w{w}-{i}", key as char).into_bytes();
+                        match tx.update(t, &k(rng.below(20)), &v) {
+                            Ok(_) => {}
+                            Err(TrxError::Deadlock) | Err(TrxError::LockWaitTimeout) => {
+                                ok = false;
+                                break;
+                            }
+                            Err(err) => panic!("{err}"),
+                        }
+                    }
+                    if !ok || rng.chance(1, 4) {
+                        let _ = tx.rollback();
+                    } else {
+                        tx.commit().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    while e.history_len() > 0 {
+        assert!(t0.elapsed().as_secs() < 20, "purge did not catch up");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let r = e.begin(Isolation::RepeatableRead);
+    let rows = snapshot(&r, t);
+    assert_eq!(rows.len(), 20);
+    for (pk, v) in &rows {
+        let hits = r.scan_secondary(t, 0, &v[..1], &v[..1], 1000).unwrap();
+        assert!(
+            hits.iter().any(|(p, _)| p == pk),
+            "row {pk:?} ({}) has no secondary entry",
+            String::from_utf8_lossy(v)
+        );
+    }
+    r.commit().unwrap();
+    // Live entries (not delete-marked) are exactly one per row.
+    let (_, secs) = e.index_defs(t).unwrap();
+    let si = millrace_btree::Index::open(secs[0]);
+    let rep = si.check(e.store()).unwrap();
+    assert_eq!(rep.records - rep.deleted_records, 20, "{rep:?}");
+    e.shutdown().unwrap();
+}
