@@ -568,7 +568,14 @@ impl Engine {
                 records: recs.len() as u64,
                 pages: 0,
             };
-            undo::finish(&self.store, r, &self.rseg_metrics, &log, None)?;
+            undo::finish(
+                &self.store,
+                r,
+                &self.rseg_metrics,
+                &log,
+                None,
+                &self.m.history_len,
+            )?;
             self.m.rollbacks.inc();
         }
         Ok(())
@@ -644,7 +651,14 @@ impl Engine {
         let result = self.rollback_to(st, 0);
         if let Some(log) = st.undo.take() {
             let r = &self.rsegs[log.rseg as usize];
-            undo::finish(&self.store, r, &self.rseg_metrics, &log, None)?;
+            undo::finish(
+                &self.store,
+                r,
+                &self.rseg_metrics,
+                &log,
+                None,
+                &self.m.history_len,
+            )?;
         }
         self.end(st);
         self.m.rollbacks.inc();
@@ -705,7 +719,8 @@ impl Engine {
         if lag == 0 || hl <= lag || self.purge_blocked_by_view.load(Ordering::Relaxed) {
             return;
         }
-        let delay_us = ((hl - lag) * 5_000 / lag).min(self.cfg.max_purge_lag_delay_us);
+        let delay_us =
+            ((hl - lag).saturating_mul(5_000) / lag).min(self.cfg.max_purge_lag_delay_us);
         if delay_us > 0 {
             self.m.purge_delay_count.inc();
             self.m.purge_delay_us.add(delay_us);
@@ -1028,9 +1043,9 @@ impl Trx {
                     &e.rseg_metrics,
                     &log,
                     Some(&|| e.sys.assign_no(slot)),
+                    &e.m.history_len,
                 )?;
                 if f.to_history {
-                    e.m.history_len.fetch_add(1, Ordering::SeqCst);
                     e.wake_purge();
                 }
                 f.end_lsn

@@ -131,7 +131,9 @@ pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
     }
     for &(_, i, first) in &batch {
         undo::purge_head(store, &e.rsegs[i], &e.rseg_metrics, first)?;
-        e.m.history_len.fetch_sub(1, Ordering::SeqCst);
+        let before = e.m.history_len.fetch_sub(1, Ordering::SeqCst);
+        // Commit counts a log before purge can see it.
+        debug_assert!(before > 0, "history length went below zero");
         e.m.purge_logs.inc();
     }
     e.m.purge_records.add(n_items);

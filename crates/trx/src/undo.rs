@@ -485,6 +485,7 @@ pub fn finish(
     m: &RsegMetrics,
     log: &UndoLog,
     assign_no: Option<&dyn Fn() -> u64>,
+    history_len: &std::sync::atomic::AtomicU64,
 ) -> Result<Finished, TrxError> {
     // Committed logs go to the history if purge has work in them, or if
     // they are too long to free in one mini-transaction (purge frees them
@@ -517,6 +518,9 @@ pub fn finish(
             }
             mtr.write(h, R_HIST_LAST, &log.first_page.to_le_bytes());
             mtr.write(h, R_HIST_LEN, &(len + 1).to_le_bytes());
+            // Counted before purge can see it (at commit, when the header
+            // latch is released), so purge never counts below zero.
+            history_len.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         _ => {
             free_pages(&mut mtr, log.space, log.first_page)?;
