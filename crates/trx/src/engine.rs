@@ -476,6 +476,12 @@ impl Engine {
                 return Ok(None);
             }
             let u = undo::read(&self.store, rp)?;
+            if u.pk != r.key {
+                // Never silently return another row's version.
+                return Err(TrxError::Corrupt(format!(
+                    "roll pointer {rp:?} names an undo record of another row"
+                )));
+            }
             r = Row {
                 key: r.key,
                 value: u.prev_value.unwrap_or_default(),

@@ -246,9 +246,19 @@ impl TrxSys {
     }
 
     /// Undo of transactions with a serialisation number below this is seen
-    /// by every open read view, so purge may remove it.
+    /// by every open read view and by every view made from now on (their
+    /// transactions have left the active set), so purge may remove it.
     pub fn purge_limit_no(&self) -> u64 {
         let mut limit = self.next_no.load(Ordering::SeqCst);
+        // A transaction between taking its number and leaving the active
+        // set has its log in the history already, but a view made now
+        // still counts it as active and needs its undo: hold purge below it.
+        for s in self.slots.iter() {
+            let no = spin_load(&s.no);
+            if no != 0 {
+                limit = limit.min(no);
+            }
+        }
         for v in self.views.iter() {
             let no = spin_load(v);
             if no != 0 {
@@ -290,6 +300,26 @@ mod tests {
         sys.close_view(&v1);
         sys.close_view(&v2);
         let _ = sb;
+    }
+
+    /// Between taking its serialisation number and leaving the active set, a
+    /// committing transaction holds purge below its number (a view made in
+    /// that window still needs its undo).
+    #[test]
+    fn purge_waits_for_the_commit_window() {
+        let sys = TrxSys::new(1, 1, 16);
+        let (id, slot) = sys.register().unwrap();
+        let no = sys.assign_no(slot);
+        assert!(sys.purge_limit_no() <= no);
+        let v = sys.open_view(0).unwrap();
+        assert!(!v.sees(id), "still active for a view made now");
+        sys.close_view(&v);
+        assert!(
+            sys.purge_limit_no() <= no,
+            "the open window alone holds purge"
+        );
+        sys.deregister(id, slot);
+        assert!(sys.purge_limit_no() > no);
     }
 
     /// Concurrent registration, commit and view creation: a view never
