@@ -1,11 +1,15 @@
 //! `millrace`: the command line of the millrace storage engine. Today it runs
 //! benchmarks of the engine's layers (`millrace bench log` drives the redo
 //! log on its own, `millrace bench btree` a sysbench-like table on B+tree
-//! indexes, `millrace bench trx` the same table through transactions);
-//! later it will also hold `serve`, the MySQL-protocol server.
+//! indexes, `millrace bench trx` the same table through transactions),
+//! checks a data directory (`millrace check`), and runs the MySQL-protocol
+//! server (`millrace serve`; SQL beyond what clients send on connect is not
+//! implemented yet).
 
 mod bench;
 mod check;
+mod serve;
+mod session;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,6 +31,8 @@ enum Command {
     },
     /// Check a data directory: every page's checksum, every index's structure.
     Check(check::CheckArgs),
+    /// Run the MySQL-protocol server.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
         Command::Check(args) => check::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

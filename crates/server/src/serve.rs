@@ -1,0 +1,793 @@
+//! `millrace serve`: the MySQL-protocol server. Opens the engine (running
+//! crash recovery), then listens on TCP and optionally a Unix socket and
+//! speaks the MySQL client/server protocol (opensrv-mysql) to each client.
+//!
+//! Threads: a tokio runtime does the network I/O; every authenticated
+//! connection gets its own OS thread that runs its statements (see
+//! `session`), so no engine call ever blocks an async worker.
+//!
+//! Shutdown (SIGTERM or SIGINT): stop accepting, let each connection finish
+//! the command it is running (at most `DRAIN_TIMEOUT` in all), close the
+//! connections, then shut the engine down (flush and checkpoint).
+
+use crate::session::{self, ConnInfo, QueryOutcome, SessionHandle, SessionStatus};
+use async_trait::async_trait;
+use clap::Args;
+use millrace_io::FsStorage;
+use millrace_metrics::Registry;
+use millrace_sys::cpu::{CpuBudget, CpuProbe};
+use millrace_trx::{Engine, TrxConfig};
+use opensrv_mysql::{
+    AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
+    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags,
+};
+use sha1::{Digest, Sha1};
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+
+/// How long shutdown waits for connections to finish their current command.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// A client must authenticate within this long (MySQL's connect_timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// TCP address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3306")]
+    listen: String,
+    /// Also listen on this Unix socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The data directory (created if missing, recovered if it crashed).
+    #[arg(long, default_value = "./millrace-data")]
+    data_dir: PathBuf,
+    /// Most client connections at once; more get error 1040.
+    #[arg(long, default_value_t = 512)]
+    max_connections: usize,
+    /// The password of user `root` (else $MILLRACE_ROOT_PASSWORD, else
+    /// empty; an empty password allows loopback and Unix socket only).
+    #[arg(long)]
+    root_password: Option<String>,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), String> {
+    let password = args
+        .root_password
+        .clone()
+        .or_else(|| std::env::var("MILLRACE_ROOT_PASSWORD").ok())
+        .unwrap_or_default();
+    let addr = args
+        .listen
+        .to_socket_addrs()
+        .map_err(|e| format!("--listen {}: {e}", args.listen))?
+        .next()
+        .ok_or_else(|| format!("--listen {}: no address", args.listen))?;
+    if password.is_empty() && !is_loopback(addr.ip()) {
+        return Err(format!(
+            "refusing to listen on {addr} with an empty root password: set --root-password \
+             or MILLRACE_ROOT_PASSWORD, or listen on loopback (127.0.0.1, ::1) or --socket"
+        ));
+    }
+    if args.max_connections == 0 {
+        return Err("--max-connections must be at least 1".into());
+    }
+
+    let t0 = Instant::now();
+    let dir = &args.data_dir;
+    let storage =
+        Arc::new(FsStorage::new(dir, false).map_err(|e| format!("{}: {e}", dir.display()))?);
+    let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
+    let engine = Engine::open(storage, TrxConfig::default(), cpu, Registry::new())
+        .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    println!(
+        "millrace {}: data directory {} open in {:.1} s",
+        env!("CARGO_PKG_VERSION"),
+        dir.display(),
+        t0.elapsed().as_secs_f64()
+    );
+
+    let served = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("millrace-net")
+        .build()
+        .map_err(|e| format!("starting the network runtime: {e}"))
+        .and_then(|rt| {
+            let r = rt.block_on(serve(&args, addr, password, engine.clone()));
+            rt.shutdown_timeout(Duration::from_secs(1));
+            r
+        });
+    if let Some(path) = &args.socket {
+        if served.is_ok() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    // The engine is shut down even when serving failed (a listener could
+    // not bind, say): a clean shutdown spares the next start a recovery.
+    let stopped = engine.shutdown().map_err(|e| format!("shutting down: {e}"));
+    served?;
+    stopped?;
+    println!("millrace stopped");
+    Ok(())
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// What every connection shares.
+struct Shared {
+    engine: Arc<Engine>,
+    /// SHA1(SHA1(password)), MySQL's stored form; `None`: empty password.
+    password_stage2: Option<[u8; 20]>,
+    max_connections: usize,
+    connections: AtomicUsize,
+    next_id: AtomicU32,
+    shutdown: watch::Receiver<bool>,
+    /// Every connection task and session thread holds a clone; shutdown
+    /// waits for all of them to be dropped.
+    alive: mpsc::Sender<()>,
+}
+
+async fn serve(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    password: String,
+    engine: Arc<Engine>,
+) -> Result<(), String> {
+    // Handlers first: a signal that arrives once we listen must stop us
+    // cleanly, not kill us.
+    let signals = Signals::install()?;
+    let tcp = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("listening on {addr}: {e}"))?;
+    let local = tcp.local_addr().map_err(|e| e.to_string())?;
+    let unix = match &args.socket {
+        Some(path) => Some(bind_unix(path)?),
+        None => None,
+    };
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (alive, mut all_gone) = mpsc::channel::<()>(1);
+    let shared = Arc::new(Shared {
+        engine,
+        password_stage2: (!password.is_empty())
+            .then(|| Sha1::digest(Sha1::digest(password.as_bytes())).into()),
+        max_connections: args.max_connections,
+        connections: AtomicUsize::new(0),
+        next_id: AtomicU32::new(1),
+        shutdown: shutdown_rx,
+        alive,
+    });
+
+    let pw = if password.is_empty() { "" } else { " -p" };
+    println!(
+        "listening on {local}; connect with: mariadb -h{} -P{} -uroot{pw}",
+        local.ip(),
+        local.port()
+    );
+    tokio::spawn(accept_tcp(tcp, shared.clone()));
+    if let (Some(listener), Some(path)) = (unix, &args.socket) {
+        println!(
+            "listening on {}; connect with: mariadb --socket={} -uroot{pw}",
+            path.display(),
+            path.display()
+        );
+        tokio::spawn(accept_unix(listener, shared.clone()));
+    }
+
+    signals.wait().await;
+    println!("stopping: no new connections, waiting for running commands");
+    let _ = shutdown_tx.send(true);
+    drop(shared);
+    if tokio::time::timeout(DRAIN_TIMEOUT, all_gone.recv())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "warning: connections still busy after {} s; shutting down anyway",
+            DRAIN_TIMEOUT.as_secs()
+        );
+    }
+    Ok(())
+}
+
+/// SIGTERM and SIGINT, caught.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?,
+            int: signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
+/// Binds the Unix socket, replacing a stale socket file left by a server
+/// that died, but not one a live server answers on.
+fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "{}: another server is listening there",
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    tokio::net::UnixListener::bind(path)
+        .map_err(|e| format!("listening on {}: {e}", path.display()))
+}
+
+async fn accept_tcp(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopping(&mut shutdown) => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let (r, w) = stream.into_split();
+                let host = match peer.ip() {
+                    IpAddr::V6(v6) => v6
+                        .to_ipv4_mapped()
+                        .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
+                    ip => ip.to_string(),
+                };
+                tokio::spawn(connection(r, w, host, shared.clone()));
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+async fn accept_unix(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopping(&mut shutdown) => return,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let (r, w) = stream.into_split();
+                tokio::spawn(connection(r, w, "localhost".into(), shared.clone()));
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+/// Resolves once shutdown has begun.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}
+
+/// Out of file descriptors and the like: back off rather than spin.
+async fn accept_failed(e: io::Error) {
+    tracing::warn!(error = %e, "accept failed");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Holds one of `max_connections` slots.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn connection<R, W>(reader: R, writer: W, host: String, shared: Arc<Shared>)
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin,
+{
+    let _alive = shared.alive.clone();
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let n = shared.connections.fetch_add(1, Ordering::SeqCst);
+    let slot = Slot(shared.clone());
+    // Over the limit the handshake still runs, so that the error reaches the
+    // client as an ordinary protocol error (with its SQLSTATE), but
+    // authentication then fails with 1040.
+    let over_limit = n >= shared.max_connections;
+    let err_swap = Arc::new(Mutex::new(None));
+    let authed = Arc::new(AtomicBool::new(false));
+    let busy = Arc::new(AtomicBool::new(false));
+    let shim = Shim {
+        shared: shared.clone(),
+        conn_id: id,
+        salt: new_salt(),
+        host,
+        over_limit,
+        err_swap: err_swap.clone(),
+        authed: authed.clone(),
+        busy: busy.clone(),
+        user: Mutex::new(String::new()),
+        session: None,
+    };
+    let writer = ErrSwapWriter {
+        inner: writer,
+        swap: err_swap,
+        captured: Vec::new(),
+        out: Vec::new(),
+        out_pos: 0,
+    };
+    let run = AsyncMysqlIntermediary::run_on(shim, reader, writer);
+    tokio::pin!(run);
+    let mut shutdown = shared.shutdown.clone();
+    let connect_deadline = tokio::time::sleep(CONNECT_TIMEOUT);
+    tokio::pin!(connect_deadline);
+    let result = loop {
+        tokio::select! {
+            r = &mut run => break r,
+            _ = &mut connect_deadline, if !authed.load(Ordering::SeqCst) => {
+                if !authed.load(Ordering::SeqCst) {
+                    break Err(io::Error::new(io::ErrorKind::TimedOut, "no handshake in time"));
+                }
+            }
+            _ = stopping(&mut shutdown) => {
+                // Let the command in progress (if any) finish and its reply
+                // go out; the server's drain timeout bounds this.
+                while busy.load(Ordering::SeqCst) {
+                    tokio::select! {
+                        r = &mut run => return log_end(id, r),
+                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                    }
+                }
+                break Ok(());
+            }
+        }
+    };
+    drop(slot);
+    log_end(id, result);
+}
+
+fn log_end(id: u32, result: io::Result<()>) {
+    match result {
+        Ok(()) => tracing::debug!(id, "connection closed"),
+        Err(e) => tracing::debug!(id, error = %e, "connection ended"),
+    }
+}
+
+/// A random 20-byte scramble of printable characters, none of them `$`
+/// (as MySQL makes them).
+fn new_salt() -> [u8; 20] {
+    use std::io::Read;
+    let mut raw = [0u8; 20];
+    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut raw));
+    if from_os.is_err() {
+        // Unlikely; fall back on std's randomly keyed hasher.
+        use std::hash::{BuildHasher, Hasher};
+        for (i, chunk) in raw.chunks_mut(8).enumerate() {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(i);
+            h.write_u128(Instant::now().elapsed().as_nanos());
+            chunk.copy_from_slice(&h.finish().to_le_bytes()[..chunk.len()]);
+        }
+    }
+    raw.map(|b| match b % 94 + 33 {
+        b'$' => b'%',
+        c => c,
+    })
+}
+
+/// mysql_native_password: the client sends SHA1(pw) XOR SHA1(salt ++
+/// SHA1(SHA1(pw))); knowing SHA1(SHA1(pw)) the server recovers SHA1(pw)
+/// and checks that it hashes to the stored value. An empty password
+/// accepts only an empty response.
+fn native_password_ok(stage2: Option<&[u8; 20]>, salt: &[u8], response: &[u8]) -> bool {
+    let Some(stage2) = stage2 else {
+        return response.is_empty();
+    };
+    if response.len() != 20 {
+        return false;
+    }
+    let mask = Sha1::new()
+        .chain_update(salt)
+        .chain_update(stage2)
+        .finalize();
+    let stage1: Vec<u8> = response.iter().zip(mask).map(|(r, m)| r ^ m).collect();
+    let candidate = Sha1::digest(&stage1);
+    // Constant time: no early exit on the first differing byte.
+    candidate
+        .iter()
+        .zip(stage2)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+/// An ERR packet's payload (protocol 4.1: with the SQLSTATE).
+fn err_payload(kind: ErrorKind, message: &str) -> Vec<u8> {
+    let mut p = vec![0xff];
+    p.extend_from_slice(&(kind as u16).to_le_bytes());
+    p.push(b'#');
+    p.extend_from_slice(kind.sqlstate());
+    p.extend_from_slice(message.as_bytes());
+    p
+}
+
+struct Shim {
+    shared: Arc<Shared>,
+    conn_id: u32,
+    salt: [u8; 20],
+    host: String,
+    over_limit: bool,
+    /// Set by a failed authentication: the ERR packet to send instead of
+    /// opensrv's own (see `ErrSwapWriter`).
+    err_swap: Arc<Mutex<Option<Vec<u8>>>>,
+    authed: Arc<AtomicBool>,
+    /// A command is being executed and its reply written.
+    busy: Arc<AtomicBool>,
+    user: Mutex<String>,
+    session: Option<SessionHandle>,
+}
+
+/// Clears the busy flag when a command's handler returns or is dropped.
+struct Busy<'a>(&'a AtomicBool);
+
+impl<'a> Busy<'a> {
+    fn start(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        Busy(flag)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Shim {
+    /// The session thread, started at the first command.
+    fn session(&mut self) -> io::Result<&SessionHandle> {
+        if !self.authed.load(Ordering::SeqCst) {
+            // opensrv skips authentication for a handshake without a user
+            // name; such a client gets nothing.
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "command before authentication",
+            ));
+        }
+        if self.session.is_none() {
+            let conn = ConnInfo {
+                connection_id: self.conn_id,
+                user: self.user.lock().expect("poisoned").clone(),
+                host: self.host.clone(),
+            };
+            self.session = Some(SessionHandle::spawn(
+                self.shared.engine.clone(),
+                conn,
+                self.shared.alive.clone(),
+            )?);
+        }
+        Ok(self.session.as_ref().expect("just set"))
+    }
+}
+
+fn ok_response(status: SessionStatus, affected_rows: u64, last_insert_id: u64) -> OkResponse {
+    let mut flags = StatusFlags::empty();
+    if status.autocommit {
+        flags |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+    }
+    if status.in_transaction {
+        flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
+    }
+    OkResponse {
+        affected_rows,
+        last_insert_id,
+        status_flags: flags,
+        ..OkResponse::default()
+    }
+}
+
+async fn write_outcome<W: AsyncWrite + Send + Unpin>(
+    outcome: QueryOutcome,
+    status: SessionStatus,
+    results: QueryResultWriter<'_, W>,
+) -> io::Result<()> {
+    match outcome {
+        QueryOutcome::Ok {
+            affected_rows,
+            last_insert_id,
+        } => {
+            results
+                .completed(ok_response(status, affected_rows, last_insert_id))
+                .await
+        }
+        QueryOutcome::Err(e) => {
+            results
+                .error(ErrorKind::from(e.code), e.message.as_bytes())
+                .await
+        }
+        QueryOutcome::Rows { columns, rows } => {
+            let cols: Vec<Column> = columns
+                .iter()
+                .map(|c| Column {
+                    table: String::new(),
+                    column: c.name.clone(),
+                    coltype: match c.kind {
+                        session::ColumnKind::Int => ColumnType::MYSQL_TYPE_LONGLONG,
+                        session::ColumnKind::Text => ColumnType::MYSQL_TYPE_VAR_STRING,
+                    },
+                    colflags: ColumnFlags::empty(),
+                })
+                .collect();
+            let mut w = results.start(&cols).await?;
+            for row in rows {
+                for v in row {
+                    match v {
+                        session::Value::Null => w.write_col(None::<i64>)?,
+                        session::Value::Int(n) => w.write_col(n)?,
+                        session::Value::Text(s) => w.write_col(s)?,
+                    }
+                }
+                w.end_row().await?;
+            }
+            w.finish().await
+        }
+    }
+}
+
+#[async_trait]
+impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
+    type Error = io::Error;
+
+    fn version(&self) -> String {
+        session::SERVER_VERSION.to_string()
+    }
+
+    fn connect_id(&self) -> u32 {
+        self.conn_id
+    }
+
+    fn salt(&self) -> [u8; 20] {
+        self.salt
+    }
+
+    async fn authenticate(
+        &self,
+        _auth_plugin: &str,
+        username: &[u8],
+        salt: &[u8],
+        auth_data: &[u8],
+    ) -> bool {
+        let user = String::from_utf8_lossy(username).into_owned();
+        let refusal = if self.over_limit {
+            Some(err_payload(
+                ErrorKind::ER_CON_COUNT_ERROR,
+                "Too many connections",
+            ))
+        } else if user == "root"
+            && native_password_ok(self.shared.password_stage2.as_ref(), salt, auth_data)
+        {
+            None
+        } else {
+            let using = if auth_data.is_empty() { "NO" } else { "YES" };
+            Some(err_payload(
+                ErrorKind::ER_ACCESS_DENIED_ERROR,
+                &format!(
+                    "Access denied for user '{user}'@'{}' (using password: {using})",
+                    self.host
+                ),
+            ))
+        };
+        match refusal {
+            Some(packet) => {
+                *self.err_swap.lock().expect("poisoned") = Some(packet);
+                false
+            }
+            None => {
+                *self.user.lock().expect("poisoned") = user;
+                self.authed.store(true, Ordering::SeqCst);
+                true
+            }
+        }
+    }
+
+    async fn on_prepare<'a>(
+        &'a mut self,
+        _query: &'a str,
+        info: StatementMetaWriter<'a, W>,
+    ) -> io::Result<()> {
+        info.error(
+            ErrorKind::ER_UNSUPPORTED_PS,
+            b"This command is not supported in the prepared statement protocol yet".as_slice(),
+        )
+        .await
+    }
+
+    async fn on_execute<'a>(
+        &'a mut self,
+        _id: u32,
+        _params: ParamParser<'a>,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        // Unreachable in practice: no statement is ever prepared.
+        results
+            .error(
+                ErrorKind::ER_UNKNOWN_STMT_HANDLER,
+                b"Unknown prepared statement handler".as_slice(),
+            )
+            .await
+    }
+
+    async fn on_close<'a>(&'a mut self, _stmt: u32)
+    where
+        W: 'async_trait,
+    {
+    }
+
+    async fn on_query<'a>(
+        &'a mut self,
+        query: &'a str,
+        results: QueryResultWriter<'a, W>,
+    ) -> io::Result<()> {
+        let busy = self.busy.clone();
+        let _busy = Busy::start(&busy);
+        let (outcome, status) = self.session()?.query(query).await?;
+        write_outcome(outcome, status, results).await
+    }
+
+    async fn on_init<'a>(&'a mut self, db: &'a str, writer: InitWriter<'a, W>) -> io::Result<()> {
+        let busy = self.busy.clone();
+        let _busy = Busy::start(&busy);
+        let (outcome, _) = self.session()?.init_db(db).await?;
+        match outcome {
+            QueryOutcome::Err(e) => {
+                writer
+                    .error(ErrorKind::from(e.code), e.message.as_bytes())
+                    .await
+            }
+            _ => writer.ok().await,
+        }
+    }
+}
+
+/// The connection's output stream. opensrv answers a failed authentication
+/// with its own error (1698, "Authenticate failed ..."); MySQL clients and
+/// tools expect 1045 "Access denied ..." (or 1040 over the connection
+/// limit). When the shim refuses a client it stores the ERR payload to send
+/// instead; this writer then swallows opensrv's packet and, at the flush
+/// that follows it, writes the stored payload under the same sequence
+/// number.
+struct ErrSwapWriter<W> {
+    inner: W,
+    swap: Arc<Mutex<Option<Vec<u8>>>>,
+    captured: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+}
+
+impl<W: AsyncWrite + Unpin> ErrSwapWriter<W> {
+    fn poll_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.out_pos < self.out.len() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.out_pos += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for ErrSwapWriter<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.swap.lock().expect("poisoned").is_some() {
+            this.captured.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.captured.is_empty() {
+            if let Some(payload) = this.swap.lock().expect("poisoned").take() {
+                let seq = this.captured.get(3).copied().unwrap_or(2);
+                let len = (payload.len() as u32).to_le_bytes();
+                this.out.extend_from_slice(&len[..3]);
+                this.out.push(seq);
+                this.out.extend_from_slice(&payload);
+            }
+            this.captured.clear();
+        }
+        match this.poll_out(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_out(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_shutdown(cx),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a client computes (libmariadb's ma_scramble_41).
+    fn client_scramble(password: &str, salt: &[u8]) -> Vec<u8> {
+        let stage1 = Sha1::digest(password.as_bytes());
+        let stage2 = Sha1::digest(stage1);
+        let mask = Sha1::new()
+            .chain_update(salt)
+            .chain_update(stage2)
+            .finalize();
+        stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+    }
+
+    #[test]
+    fn native_password_check() {
+        let salt = new_salt();
+        assert!(salt.iter().all(|&b| (33..=126).contains(&b) && b != b'$'));
+        let stage2: [u8; 20] = Sha1::digest(Sha1::digest(b"s3cret")).into();
+        assert!(native_password_ok(
+            Some(&stage2),
+            &salt,
+            &client_scramble("s3cret", &salt)
+        ));
+        assert!(!native_password_ok(
+            Some(&stage2),
+            &salt,
+            &client_scramble("wrong", &salt)
+        ));
+        assert!(!native_password_ok(Some(&stage2), &salt, b""));
+        assert!(native_password_ok(None, &salt, b""));
+        assert!(!native_password_ok(
+            None,
+            &salt,
+            &client_scramble("x", &salt)
+        ));
+    }
+
+    #[test]
+    fn loopback_only() {
+        assert!(is_loopback("127.0.0.1".parse().unwrap()));
+        assert!(is_loopback("127.1.2.3".parse().unwrap()));
+        assert!(is_loopback("::1".parse().unwrap()));
+        assert!(!is_loopback("0.0.0.0".parse().unwrap()));
+        assert!(!is_loopback("::".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+    }
+}

@@ -1,0 +1,450 @@
+//! `millrace serve` end to end: the built binary on a free loopback port
+//! with a temporary data directory. A small raw-protocol client checks the
+//! handshake, authentication and commands without a client library; when
+//! the `mariadb` command exists (CI installs Debian's mariadb-client) it is
+//! run against the server too.
+
+use sha1::{Digest, Sha1};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "s3cret-pw";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("millrace-serve-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A running `millrace serve`; killed on drop if still running.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_millrace"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--root-password",
+                PASSWORD,
+            ])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .env_remove("MILLRACE_ROOT_PASSWORD")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start millrace serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let addr = loop {
+            let line = match lines.next() {
+                Some(Ok(line)) => line,
+                _ => panic!("server exited before listening; stdout: {seen:?}"),
+            };
+            seen.push(line.clone());
+            if let Some(rest) = line.strip_prefix("listening on ") {
+                if let Ok(addr) = rest.split(';').next().unwrap().parse() {
+                    break addr;
+                }
+            }
+        };
+        let stdout = Arc::new(Mutex::new(seen));
+        let sink = stdout.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            child,
+            addr,
+            stdout,
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit.
+    fn stop(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        self.signal(libc::SIGTERM);
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "server did not stop within 10 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The reader thread sees EOF right after the exit.
+        std::thread::sleep(Duration::from_millis(50));
+        let out = self.stdout.lock().unwrap().clone();
+        (status, out)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal MySQL protocol client (protocol 4.1, mysql_native_password).
+struct RawClient {
+    stream: TcpStream,
+    seq: u8,
+}
+
+struct Greeting {
+    protocol: u8,
+    version: String,
+    salt: Vec<u8>,
+    plugin: String,
+}
+
+impl RawClient {
+    fn open(addr: SocketAddr) -> RawClient {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        RawClient { stream, seq: 0 }
+    }
+
+    fn read_packet(&mut self) -> Vec<u8> {
+        let mut header = [0u8; 4];
+        self.stream.read_exact(&mut header).expect("packet header");
+        let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+        self.seq = header[3].wrapping_add(1);
+        let mut payload = vec![0; len];
+        self.stream
+            .read_exact(&mut payload)
+            .expect("packet payload");
+        payload
+    }
+
+    fn write_packet(&mut self, payload: &[u8]) {
+        let len = (payload.len() as u32).to_le_bytes();
+        let mut packet = vec![len[0], len[1], len[2], self.seq];
+        packet.extend_from_slice(payload);
+        self.stream.write_all(&packet).unwrap();
+    }
+
+    fn greeting(&mut self) -> Greeting {
+        let p = self.read_packet();
+        let protocol = p[0];
+        let nul = p[1..].iter().position(|&b| b == 0).unwrap() + 1;
+        let version = String::from_utf8(p[1..nul].to_vec()).unwrap();
+        let mut i = nul + 1 + 4; // connection id
+        let mut salt = p[i..i + 8].to_vec();
+        i += 8 + 1 + 2 + 1 + 2 + 2; // filler, caps low, charset, status, caps high
+        let auth_len = p[i] as usize;
+        i += 1 + 10;
+        let part2 = auth_len.saturating_sub(8).max(13);
+        salt.extend_from_slice(&p[i..i + part2 - 1]); // without its NUL
+        i += part2;
+        let end = p[i..]
+            .iter()
+            .position(|&b| b == 0)
+            .map_or(p.len(), |e| i + e);
+        let plugin = String::from_utf8(p[i..end].to_vec()).unwrap();
+        Greeting {
+            protocol,
+            version,
+            salt,
+            plugin,
+        }
+    }
+
+    /// Handshake and authentication; returns the server's answer (an OK or
+    /// ERR payload).
+    fn login(addr: SocketAddr, user: &str, password: &str) -> (RawClient, Vec<u8>) {
+        let mut c = RawClient::open(addr);
+        let g = c.greeting();
+        assert_eq!(g.plugin, "mysql_native_password");
+        let auth = if password.is_empty() {
+            Vec::new()
+        } else {
+            let stage1 = Sha1::digest(password.as_bytes());
+            let mask = Sha1::new()
+                .chain_update(&g.salt)
+                .chain_update(Sha1::digest(stage1))
+                .finalize();
+            stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+        };
+        // LONG_PASSWORD | PROTOCOL_41 | TRANSACTIONS | SECURE_CONNECTION |
+        // PLUGIN_AUTH
+        let caps: u32 = 0x1 | 0x200 | 0x2000 | 0x8000 | 0x8_0000;
+        let mut p = caps.to_le_bytes().to_vec();
+        p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        p.push(45); // utf8mb4_general_ci
+        p.extend_from_slice(&[0; 23]);
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(auth.len() as u8);
+        p.extend_from_slice(&auth);
+        p.extend_from_slice(b"mysql_native_password\0");
+        c.write_packet(&p);
+        let answer = c.read_packet();
+        (c, answer)
+    }
+
+    /// Sends a command; returns every packet of the answer (one for OK or
+    /// ERR, a whole result set otherwise).
+    fn command(&mut self, cmd: u8, arg: &[u8]) -> Vec<Vec<u8>> {
+        self.seq = 0;
+        let mut p = vec![cmd];
+        p.extend_from_slice(arg);
+        self.write_packet(&p);
+        let first = self.read_packet();
+        if matches!(first[0], 0x00 | 0xff) {
+            return vec![first];
+        }
+        // Column count, columns, EOF, rows, EOF (no CLIENT_DEPRECATE_EOF).
+        let mut packets = vec![first];
+        let mut eofs = 0;
+        while eofs < 2 {
+            let p = self.read_packet();
+            if p[0] == 0xff {
+                packets.push(p);
+                break;
+            }
+            if p[0] == 0xfe && p.len() < 9 {
+                eofs += 1;
+            }
+            packets.push(p);
+        }
+        packets
+    }
+
+    fn query(&mut self, sql: &str) -> Vec<Vec<u8>> {
+        self.command(0x03, sql.as_bytes())
+    }
+}
+
+/// (code, sqlstate, message) of an ERR payload.
+fn err(p: &[u8]) -> (u16, String, String) {
+    assert_eq!(p[0], 0xff, "expected ERR, got {p:?}");
+    assert_eq!(p[3], b'#');
+    (
+        u16::from_le_bytes([p[1], p[2]]),
+        String::from_utf8_lossy(&p[4..9]).into_owned(),
+        String::from_utf8_lossy(&p[9..]).into_owned(),
+    )
+}
+
+fn contains(packets: &[Vec<u8>], text: &str) -> bool {
+    packets
+        .iter()
+        .any(|p| p.windows(text.len()).any(|w| w == text.as_bytes()))
+}
+
+#[test]
+fn handshake_is_protocol_10_with_millrace_version() {
+    let dir = temp_dir("handshake");
+    let server = Server::start(&dir, &[]);
+    let mut c = RawClient::open(server.addr);
+    let g = c.greeting();
+    assert_eq!(g.protocol, 10);
+    assert!(g.version.starts_with("8.0."), "{}", g.version);
+    assert!(g.version.contains("millrace"), "{}", g.version);
+    assert_eq!(g.salt.len(), 20);
+    drop(c);
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn raw_protocol_auth_commands_and_connection_limit() {
+    let dir = temp_dir("raw");
+    let server = Server::start(&dir, &["--max-connections", "2"]);
+    let addr = server.addr;
+
+    let (_, answer) = RawClient::login(addr, "root", "wrong");
+    let (code, state, msg) = err(&answer);
+    assert_eq!((code, state.as_str()), (1045, "28000"));
+    assert_eq!(
+        msg,
+        "Access denied for user 'root'@'127.0.0.1' (using password: YES)"
+    );
+    let (_, answer) = RawClient::login(addr, "root", "");
+    assert!(err(&answer).2.ends_with("(using password: NO)"));
+    let (_, answer) = RawClient::login(addr, "bob", PASSWORD);
+    assert_eq!(err(&answer).0, 1045);
+
+    let (mut c, answer) = RawClient::login(addr, "root", PASSWORD);
+    assert_eq!(answer[0], 0x00, "OK after login: {answer:?}");
+    assert_eq!(c.command(0x0e, b"")[0][0], 0x00, "COM_PING");
+    let r = c.query("select @@version_comment limit 1");
+    assert!(contains(&r, "millrace"));
+    assert_eq!(c.command(0x02, b"shop")[0][0], 0x00, "COM_INIT_DB");
+    assert!(contains(&c.query("SELECT DATABASE()"), "shop"));
+    assert_eq!(c.query("SET NAMES utf8mb4")[0][0], 0x00);
+    let (code, state, msg) = err(&c.query("CREATE TABLE t (a INT)")[0]);
+    assert_eq!((code, state.as_str()), (1235, "42000"));
+    assert!(msg.contains("CREATE TABLE t (a INT)"), "{msg}");
+    let (code, _, _) = err(&c.command(0x16, b"SELECT ?")[0]);
+    assert_eq!(code, 1295, "COM_STMT_PREPARE");
+
+    // A garbage packet closes that connection only.
+    let mut bad = RawClient::open(addr);
+    let _ = bad.greeting();
+    bad.write_packet(&[0xff; 7]);
+    drop(bad);
+
+    // Two connections are allowed: the third gets 1040. (The refused and
+    // bad connections above give their slots back as their tasks end.)
+    let _c2 = login_when_free(addr);
+    let (_, answer) = RawClient::login(addr, "root", PASSWORD);
+    let (code, state, msg) = err(&answer);
+    assert_eq!(
+        (code, state.as_str(), msg.as_str()),
+        (1040, "08004", "Too many connections")
+    );
+
+    // COM_QUIT frees the slot.
+    c.seq = 0;
+    c.write_packet(&[0x01]);
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    let mut c3 = login_when_free(addr);
+    assert!(contains(&c3.query("SELECT 1"), "1"));
+
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Logs in as root, retrying while the server answers 1040 (a slot is
+/// given back when the connection's task ends, a moment after the close).
+fn login_when_free(addr: SocketAddr) -> RawClient {
+    let t0 = Instant::now();
+    loop {
+        let (c, answer) = RawClient::login(addr, "root", PASSWORD);
+        if answer[0] == 0x00 {
+            return c;
+        }
+        assert_eq!(err(&answer).0, 1040, "{answer:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "no slot freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn have_mariadb() -> bool {
+    Command::new("mariadb")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn mariadb(addr: SocketAddr, password: &str, sql: &str) -> Output {
+    Command::new("mariadb")
+        .arg("-h127.0.0.1")
+        .arg(format!("-P{}", addr.port()))
+        .arg("-uroot")
+        .arg(format!("-p{password}"))
+        .arg("--connect-timeout=5")
+        .arg("-e")
+        .arg(sql)
+        .output()
+        .expect("run mariadb")
+}
+
+#[test]
+fn mariadb_client_connects_and_runs_status() {
+    if !have_mariadb() {
+        eprintln!("SKIPPED: the `mariadb` command is not installed (CI installs mariadb-client)");
+        return;
+    }
+    let dir = temp_dir("mariadb");
+    let server = Server::start(&dir, &[]);
+    // `status` is a client command: recognised at the start of a line.
+    let out = mariadb(
+        server.addr,
+        PASSWORD,
+        "select @@version_comment limit 1;\nstatus",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("millrace"), "{stdout}");
+    assert!(stdout.contains("8.0.36-millrace"), "{stdout}");
+    assert!(
+        stdout.contains("Current user:\t\troot@127.0.0.1"),
+        "{stdout}"
+    );
+
+    let out = mariadb(server.addr, "not-the-password", "select 1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("ERROR 1045 (28000)"), "{stderr}");
+    assert!(stderr.contains("Access denied"), "{stderr}");
+
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_restart_works() {
+    let dir = temp_dir("restart");
+    let server = Server::start(&dir, &[]);
+    // An idle authenticated client does not hold shutdown up.
+    let (mut idle, answer) = RawClient::login(server.addr, "root", PASSWORD);
+    assert_eq!(answer[0], 0x00);
+    assert!(contains(&idle.query("SELECT 1"), "1"));
+    let t0 = Instant::now();
+    let (status, stdout) = server.stop();
+    assert!(status.success(), "exit: {status:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(stdout.iter().any(|l| l == "millrace stopped"), "{stdout:?}");
+
+    let server = Server::start(&dir, &[]);
+    let (mut c, answer) = RawClient::login(server.addr, "root", PASSWORD);
+    assert_eq!(answer[0], 0x00);
+    assert!(contains(&c.query("SELECT @@version"), "millrace"));
+    // kill -9, then a restart recovers.
+    server.signal(libc::SIGKILL);
+    drop(server);
+    let server = Server::start(&dir, &[]);
+    let (_, answer) = RawClient::login(server.addr, "root", PASSWORD);
+    assert_eq!(answer[0], 0x00);
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn empty_password_refuses_non_loopback() {
+    let dir = temp_dir("refuse");
+    let out = Command::new(env!("CARGO_BIN_EXE_millrace"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data-dir"])
+        .arg(&dir)
+        .env_remove("MILLRACE_ROOT_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("empty root password"), "{stderr}");
+    assert!(!dir.exists(), "nothing is opened before the check");
+}
