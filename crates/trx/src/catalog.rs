@@ -33,15 +33,67 @@ const T_RSEGS: usize = 60;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecondaryDef {
     pub index: IndexDef,
-    /// The secondary key is these byte ranges (offset, length) of the row
-    /// value, concatenated. Rows too short for a range give short keys.
+    /// The secondary key is these parts of the row value, concatenated:
+    /// `(offset, length)` is a byte range (rows too short give short keys);
+    /// `(SEGMENT, i)` is segment `i` of a value that starts with
+    /// length-prefixed segments (`encode_segments`): how rows with
+    /// variable-length columns (SQL) carry their secondary keys.
     pub key: Vec<(u16, u16)>,
 }
 
+/// The offset that marks a key part as a segment number (see SecondaryDef).
+pub const SEGMENT: u16 = u16::MAX;
+
+/// A row value that starts with `segments` (each [u16 length][bytes]), then
+/// `payload`. Segments longer than u16::MAX bytes are not representable.
+pub fn encode_segments(segments: &[&[u8]], payload: &[u8]) -> Vec<u8> {
+    let mut v =
+        Vec::with_capacity(segments.iter().map(|s| 2 + s.len()).sum::<usize>() + payload.len());
+    for s in segments {
+        assert!(
+            s.len() <= u16::MAX as usize,
+            "a key segment longer than 65535 bytes"
+        );
+        v.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        v.extend_from_slice(s);
+    }
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Splits a value made by `encode_segments` with `n` segments; None if the
+/// bytes do not hold them (hostile input gives None, not a panic).
+pub fn split_segments(value: &[u8], n: usize) -> Option<(Vec<&[u8]>, &[u8])> {
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = u16::from_le_bytes(value.get(at..at + 2)?.try_into().ok()?) as usize;
+        out.push(value.get(at + 2..at + 2 + len)?);
+        at += 2 + len;
+    }
+    Some((out, &value[at..]))
+}
+
 impl SecondaryDef {
+    /// A key made of segments `ids` of the row value.
+    pub fn segments(index: IndexDef, ids: &[u16]) -> Self {
+        Self {
+            index,
+            key: ids.iter().map(|&i| (SEGMENT, i)).collect(),
+        }
+    }
+
     pub fn key_of(&self, value: &[u8]) -> Vec<u8> {
         let mut k = Vec::new();
         for &(off, len) in &self.key {
+            if off == SEGMENT {
+                // Malformed values give the same (empty) part every time, so
+                // inserts, updates, rollback and purge always agree.
+                if let Some((segs, _)) = split_segments(value, len as usize + 1) {
+                    k.extend_from_slice(segs[len as usize]);
+                }
+                continue;
+            }
             let (a, b) = (off as usize, off as usize + len as usize);
             if a < value.len() {
                 k.extend_from_slice(&value[a..b.min(value.len())]);

@@ -67,7 +67,7 @@ pub mod sys;
 pub mod undo;
 pub mod undo_rec;
 
-pub use catalog::{SecondaryDef, TableDef};
+pub use catalog::{encode_segments, split_segments, SecondaryDef, TableDef, SEGMENT};
 pub use engine::{Engine, KillReason, Trx};
 pub use lock::LockMode;
 

@@ -178,3 +178,81 @@ fn oldest_view_age_is_reported() {
     assert_eq!(e.registry().get("trx_oldest_view_age_ms").unwrap(), 0);
     e.shutdown().unwrap();
 }
+
+/// Secondary keys taken from length-prefixed segments (the layout for rows
+/// with variable-length columns) follow updates, rollbacks, purge and a
+/// restart like byte-range keys do.
+#[test]
+fn segment_keys_for_variable_length_rows() {
+    use millrace_trx::{encode_segments, split_segments, SEGMENT};
+    let s = SimStorage::new();
+    let e = open(&s);
+    // Two secondaries: segment 0, and segments 1 then 0.
+    let t = e
+        .create_table(&[vec![(SEGMENT, 0)], vec![(SEGMENT, 1), (SEGMENT, 0)]])
+        .unwrap();
+    let row = |a: &str, b: &str, payload: &str| {
+        encode_segments(&[a.as_bytes(), b.as_bytes()], payload.as_bytes())
+    };
+    let w = e.begin(Isolation::RepeatableRead);
+    w.insert(t, &k(1), &row("apple", "x", "first")).unwrap();
+    w.insert(t, &k(2), &row("banana-long-key", "y", "second"))
+        .unwrap();
+    w.commit().unwrap();
+    let w = e.begin(Isolation::RepeatableRead);
+    w.update(t, &k(1), &row("cherry", "x", "moved")).unwrap();
+    w.rollback().unwrap();
+    let w = e.begin(Isolation::RepeatableRead);
+    w.update(t, &k(2), &row("date", "z", "moved")).unwrap();
+    w.commit().unwrap();
+    let r = e.begin(Isolation::RepeatableRead);
+    assert_eq!(
+        r.scan_secondary(t, 0, b"apple", b"apple", 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        r.scan_secondary(t, 0, b"cherry", b"cherry", 10)
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        r.scan_secondary(t, 0, b"banana-long-key", b"banana-long-key", 10)
+            .unwrap()
+            .len(),
+        0
+    );
+    let hits = r.scan_secondary(t, 1, b"zdate", b"zdate", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    let (segs, payload) = split_segments(&hits[0].1, 2).unwrap();
+    assert_eq!(
+        (segs[0], segs[1], payload),
+        (&b"date"[..], &b"z"[..], &b"moved"[..])
+    );
+    assert!(
+        split_segments(b"\x05\x00ab", 1).is_none(),
+        "a truncated segment is None, not a panic"
+    );
+    r.commit().unwrap();
+    let t0 = std::time::Instant::now();
+    while e.history_len() > 0 {
+        assert!(t0.elapsed().as_secs() < 10);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    e.shutdown().unwrap();
+    let e = open(&s.clean_image());
+    let r = e.begin(Isolation::RepeatableRead);
+    assert_eq!(
+        r.scan_secondary(t, 0, b"date", b"date", 10).unwrap().len(),
+        1
+    );
+    let (_, secs) = e.index_defs(t).unwrap();
+    let rep = millrace_btree::Index::open(secs[0])
+        .check(e.store())
+        .unwrap();
+    assert_eq!(rep.records - rep.deleted_records, 2, "{rep:?}");
+    r.commit().unwrap();
+    e.shutdown().unwrap();
+}
