@@ -9,7 +9,10 @@
 //! are checked, and the same mix runs on two BTreeMaps under a mutex each,
 //! in memory and with no durability, as the baseline.
 
-use super::{create_run_dir, finish_run_dir, new_histogram, validate_seconds, Fields, Window};
+use super::{
+    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
+    RunOutput, Window,
+};
 use clap::Args;
 use hdrhistogram::Histogram;
 use millrace_btree::{CheckReport, Error as TreeError, Index};
@@ -22,7 +25,7 @@ use millrace_sys::rng::SplitMix64;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -81,23 +84,11 @@ pub struct BtreeArgs {
     /// Relative weights of the operations; one not named has weight 0.
     #[arg(long, default_value = "update_index=1,insert=1,point_select=1", value_parser = parse_mix)]
     mix: Mix,
-    /// Where to create the run's directory (millrace-bench-btree-<pid>);
-    /// the current directory by default.
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Keep the run's directory instead of removing it at the end.
-    #[arg(long)]
-    keep: bool,
     /// Skip the BTreeMap baseline.
     #[arg(long)]
     no_baseline: bool,
-    /// Print one JSON object on one line instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
-    s.parse()
+    #[command(flatten)]
+    out: RunOutput,
 }
 
 fn parse_mix(s: &str) -> Result<Mix, String> {
@@ -106,11 +97,11 @@ fn parse_mix(s: &str) -> Result<Mix, String> {
 
 pub fn run(args: &BtreeArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.dir.as_deref(), "btree")?;
+    let run_dir = create_run_dir(args.out.dir.as_deref(), "btree")?;
     let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.keep);
+    finish_run_dir(&run_dir, args.out.keep);
     let report = result?;
-    if args.json {
+    if args.out.json {
         println!("{}", report.all_fields().to_json_line());
     } else {
         print_table(&report);
@@ -254,10 +245,12 @@ pub(super) fn bare_ops_per_s(
         log_writer_threads: run.log_writer_threads,
         load_threads: Some(run.load_threads),
         mix: format!("{}=1", run.op).parse()?,
-        dir: None,
-        keep: false,
         no_baseline: true,
-        json: true,
+        out: RunOutput {
+            dir: None,
+            keep: false,
+            json: true,
+        },
     };
     validate(&args)?;
     let registry = Registry::new();
@@ -1227,10 +1220,12 @@ mod tests {
             log_writer_threads: WriterThreads::Auto,
             load_threads: None,
             mix: "update_index=1,insert=1,point_select=1".parse().unwrap(),
-            dir: None,
-            keep: false,
             no_baseline: false,
-            json: true,
+            out: RunOutput {
+                dir: None,
+                keep: false,
+                json: true,
+            },
         };
         let table = MapTable::default();
         load(&table, args.rows, 2, "test load").unwrap();

@@ -7,7 +7,8 @@
 //! the commit latency can be read against it.
 
 use super::{
-    create_run_dir, finish_run_dir, new_histogram, validate_seconds, Fields, Value, Window,
+    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
+    RunOutput, Value, Window,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
@@ -17,7 +18,7 @@ use millrace_redo::{Durability, Log, LogConfig, LogError, SpinConfig, WriterThre
 use millrace_sys::cpu::{process_cpu_time, CpuBudget, CpuProbe, CpuSnapshot};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::thread;
@@ -72,13 +73,6 @@ pub struct LogArgs {
     /// Size of the circular log file, MiB.
     #[arg(long, default_value_t = 256)]
     log_capacity_mb: u64,
-    /// Where to create the run's directory (millrace-bench-log-<pid>);
-    /// the current directory by default.
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Keep the run's directory instead of removing it at the end.
-    #[arg(long)]
-    keep: bool,
     /// Open the log file (and the baseline file) with O_DIRECT.
     #[arg(long)]
     direct_io: bool,
@@ -88,22 +82,17 @@ pub struct LogArgs {
     /// Skip the baseline.
     #[arg(long)]
     no_baseline: bool,
-    /// Print one JSON object on one line instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
-    s.parse()
+    #[command(flatten)]
+    out: RunOutput,
 }
 
 pub fn run(args: &LogArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.dir.as_deref(), "log")?;
+    let run_dir = create_run_dir(args.out.dir.as_deref(), "log")?;
     let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.keep);
+    finish_run_dir(&run_dir, args.out.keep);
     let report = result?;
-    if args.json {
+    if args.out.json {
         println!("{}", report.all_fields().to_json_line());
     } else {
         print_table(&report);

@@ -6,8 +6,9 @@ mod btree;
 mod log;
 mod trx;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
+use millrace_redo::WriterThreads;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -256,4 +257,25 @@ mod tests {
         assert_eq!(json_float(0.000123), "0.000123");
         assert_eq!(json_float(-0.0000001), "0");
     }
+}
+
+/// Flags every benchmark has: where it runs, whether its directory stays,
+/// and how it reports.
+#[derive(Args, Debug)]
+pub struct RunOutput {
+    /// Where to create the run's directory (millrace-bench-<name>-<pid>);
+    /// the current directory by default.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the run's directory instead of removing it at the end.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print one JSON object on one line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--log-writer-threads auto|on|off`.
+pub fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
+    s.parse()
 }

@@ -21,7 +21,8 @@ use super::btree::{
     PROGRESS_INTERVAL,
 };
 use super::{
-    create_run_dir, finish_run_dir, new_histogram, validate_seconds, Fields, Value, Window,
+    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
+    RunOutput, Value, Window,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
@@ -215,13 +216,6 @@ pub struct TrxArgs {
     /// lasts before it fails with 1205, ms.
     #[arg(long, default_value_t = TrxConfig::default().lock_wait_timeout_ms)]
     lock_wait_timeout_ms: u64,
-    /// Where to create the run's directory (millrace-bench-trx-<pid>); the
-    /// current directory by default.
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Keep the run's directory instead of removing it at the end.
-    #[arg(long)]
-    keep: bool,
     /// Write one CSV row a second to this file: t_s, commits_per_s,
     /// history_len, purge_delay_us, purge_delays, dirty_pages, undo_mb,
     /// p99_ms, lock_waits, deadlocks, log_fsyncs, level.
@@ -230,13 +224,8 @@ pub struct TrxArgs {
     /// Skip the bare B+tree baseline.
     #[arg(long)]
     no_baseline: bool,
-    /// Print one JSON object on one line instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
-    s.parse()
+    #[command(flatten)]
+    out: RunOutput,
 }
 
 fn parse_level_change(s: &str) -> Result<LevelChange, String> {
@@ -245,11 +234,11 @@ fn parse_level_change(s: &str) -> Result<LevelChange, String> {
 
 pub fn run(args: &TrxArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.dir.as_deref(), "trx")?;
+    let run_dir = create_run_dir(args.out.dir.as_deref(), "trx")?;
     let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.keep);
+    finish_run_dir(&run_dir, args.out.keep);
     let report = result?;
-    if args.json {
+    if args.out.json {
         println!("{}", report.all_fields().to_json_line());
     } else {
         print_table(&report);
