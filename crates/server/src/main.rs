@@ -8,6 +8,7 @@
 
 mod bench;
 mod check;
+mod metrics_http;
 mod serve;
 mod session;
 

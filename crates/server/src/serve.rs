@@ -56,6 +56,12 @@ pub struct ServeArgs {
     /// empty; an empty password allows loopback and Unix socket only).
     #[arg(long)]
     root_password: Option<String>,
+    /// Prometheus text metrics at http://ADDR/metrics (loopback only).
+    #[arg(long, default_value = "127.0.0.1:9104")]
+    metrics_listen: String,
+    /// No metrics endpoint.
+    #[arg(long)]
+    no_metrics: bool,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
@@ -79,6 +85,22 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     if args.max_connections == 0 {
         return Err("--max-connections must be at least 1".into());
     }
+    let metrics_addr = if args.no_metrics {
+        None
+    } else {
+        let a = args
+            .metrics_listen
+            .to_socket_addrs()
+            .map_err(|e| format!("--metrics-listen {}: {e}", args.metrics_listen))?
+            .next()
+            .ok_or_else(|| format!("--metrics-listen {}: no address", args.metrics_listen))?;
+        if !is_loopback(a.ip()) {
+            return Err(format!(
+                "--metrics-listen {a}: the metrics endpoint listens on loopback only"
+            ));
+        }
+        Some(a)
+    };
 
     let t0 = Instant::now();
     let dir = &args.data_dir;
@@ -100,7 +122,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("starting the network runtime: {e}"))
         .and_then(|rt| {
-            let r = rt.block_on(serve(&args, addr, password, engine.clone()));
+            let r = rt.block_on(serve(&args, addr, metrics_addr, password, engine.clone()));
             rt.shutdown_timeout(Duration::from_secs(1));
             r
         });
@@ -144,6 +166,7 @@ struct Shared {
 async fn serve(
     args: &ServeArgs,
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     password: String,
     engine: Arc<Engine>,
 ) -> Result<(), String> {
@@ -158,6 +181,15 @@ async fn serve(
         Some(path) => Some(bind_unix(path)?),
         None => None,
     };
+    let metrics = match metrics_addr {
+        Some(a) => Some(
+            tokio::net::TcpListener::bind(a)
+                .await
+                .map_err(|e| format!("--metrics-listen {a}: {e}"))?,
+        ),
+        None => None,
+    };
+    let registry = engine.registry().clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive, mut all_gone) = mpsc::channel::<()>(1);
     let shared = Arc::new(Shared {
@@ -178,6 +210,11 @@ async fn serve(
         local.port()
     );
     tokio::spawn(accept_tcp(tcp, shared.clone()));
+    if let Some(listener) = metrics {
+        let at = listener.local_addr().map_err(|e| e.to_string())?;
+        println!("metrics at http://{at}/metrics");
+        tokio::spawn(crate::metrics_http::serve(listener, registry));
+    }
     if let (Some(listener), Some(path)) = (unix, &args.socket) {
         println!(
             "listening on {}; connect with: mariadb --socket={} -uroot{pw}",

@@ -198,6 +198,29 @@ impl Session {
                     rows,
                 }
             }
+            ["show", rest @ ..] if show_status(rest).is_some() => {
+                let pattern = match show_status(rest).flatten() {
+                    Some(p) => match unquote(&stmt[stmt.len() - p.len()..]) {
+                        Some(p) => Some(p),
+                        None => return not_supported(stmt),
+                    },
+                    None => None,
+                };
+                // The engine's metrics registry: counters and gauges of
+                // every layer (log_*, buffer_*, trx_*, lock_*).
+                let rows = self
+                    .engine
+                    .registry()
+                    .snapshot()
+                    .into_iter()
+                    .filter(|m| pattern.as_ref().is_none_or(|p| like(p, m.name)))
+                    .map(|m| vec![Value::Text(m.name.into()), Value::Text(m.value.to_string())])
+                    .collect();
+                QueryOutcome::Rows {
+                    columns: vec![text_column("Variable_name"), text_column("Value")],
+                    rows,
+                }
+            }
             _ => not_supported(stmt),
         }
     }
@@ -401,6 +424,19 @@ fn show_variables<'a>(words: &[&'a str]) -> Option<Option<&'a str>> {
     match words {
         ["variables"] => Some(None),
         ["variables", "like", p] => Some(Some(p)),
+        _ => None,
+    }
+}
+
+/// `[GLOBAL|SESSION] STATUS [LIKE p]`: Some(pattern word) if it is one.
+fn show_status<'a>(words: &[&'a str]) -> Option<Option<&'a str>> {
+    let words = match words {
+        ["session" | "global" | "local", rest @ ..] => rest,
+        rest => rest,
+    };
+    match words {
+        ["status"] => Some(None),
+        ["status", "like", p] => Some(Some(p)),
         _ => None,
     }
 }
@@ -687,6 +723,22 @@ mod tests {
             }
         }
         engine.shutdown().unwrap();
+    }
+
+    #[test]
+    fn show_global_status_lists_engine_metrics() {
+        let (_engine, mut s) = session();
+        let (cols, log) = rows(s.query("SHOW GLOBAL STATUS LIKE 'log\\_%'"));
+        assert_eq!(cols, vec!["Variable_name".to_string(), "Value".to_string()]);
+        assert!(
+            log.iter().any(|r| r[0] == Value::Text("log_fsyncs".into())),
+            "{log:?}"
+        );
+        assert!(log
+            .iter()
+            .all(|r| matches!(&r[0], Value::Text(n) if n.starts_with("log_"))));
+        let (_, all) = rows(s.query("show status"));
+        assert!(all.len() > log.len());
     }
 
     #[test]

@@ -36,6 +36,8 @@ impl Server {
                 "127.0.0.1:0",
                 "--root-password",
                 PASSWORD,
+                "--metrics-listen",
+                "127.0.0.1:0",
             ])
             .arg("--data-dir")
             .arg(dir)
@@ -447,4 +449,45 @@ fn empty_password_refuses_non_loopback() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("empty root password"), "{stderr}");
     assert!(!dir.exists(), "nothing is opened before the check");
+}
+
+/// The Prometheus endpoint serves every engine metric; other paths are 404.
+#[test]
+fn metrics_endpoint_serves_the_registry() {
+    use std::io::{Read, Write};
+    let dir = temp_dir("metrics");
+    let server = Server::start(&dir, &[]);
+    let t0 = std::time::Instant::now();
+    let addr: SocketAddr = loop {
+        let found = server.stdout.lock().unwrap().iter().find_map(|l| {
+            l.strip_prefix("metrics at http://")
+                .map(|r| r.trim_end_matches("/metrics").to_string())
+        });
+        if let Some(a) = found {
+            break a.parse().unwrap();
+        }
+        assert!(t0.elapsed().as_secs() < 10, "no metrics line");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let get = |path: &str| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let page = get("/metrics");
+    assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+    for name in [
+        "millrace_log_fsyncs",
+        "millrace_buffer_pages_total",
+        "millrace_trx_history_len",
+        "millrace_lock_waits",
+    ] {
+        assert!(page.contains(&format!("\n{name} ")), "{name} missing");
+    }
+    assert!(page.contains("# TYPE millrace_log_fsyncs counter"));
+    assert!(get("/other").starts_with("HTTP/1.1 404"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
