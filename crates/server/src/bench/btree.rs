@@ -9,10 +9,7 @@
 //! are checked, and the same mix runs on two BTreeMaps under a mutex each,
 //! in memory and with no durability, as the baseline.
 
-use super::{
-    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
-    RunOutput, Window,
-};
+use super::{new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Window};
 use clap::Args;
 use hdrhistogram::Histogram;
 use millrace_btree::{CheckReport, Error as TreeError, Index};
@@ -97,16 +94,12 @@ fn parse_mix(s: &str) -> Result<Mix, String> {
 
 pub fn run(args: &BtreeArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.out.dir.as_deref(), "btree")?;
-    let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.out.keep);
-    let report = result?;
-    if args.out.json {
-        println!("{}", report.all_fields().to_json_line());
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    args.out.run(
+        "btree",
+        |dir| run_in(args, dir),
+        |r| r.all_fields(),
+        print_table,
+    )
 }
 
 fn validate(args: &BtreeArgs) -> Result<(), String> {

@@ -7,8 +7,7 @@
 //! the commit latency can be read against it.
 
 use super::{
-    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
-    RunOutput, Value, Window,
+    new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Value, Window,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
@@ -88,16 +87,12 @@ pub struct LogArgs {
 
 pub fn run(args: &LogArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.out.dir.as_deref(), "log")?;
-    let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.out.keep);
-    let report = result?;
-    if args.out.json {
-        println!("{}", report.all_fields().to_json_line());
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    args.out.run(
+        "log",
+        |dir| run_in(args, dir),
+        |r| r.all_fields(),
+        print_table,
+    )
 }
 
 fn validate(args: &LogArgs) -> Result<(), String> {

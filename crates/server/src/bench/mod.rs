@@ -275,6 +275,29 @@ pub struct RunOutput {
     pub json: bool,
 }
 
+impl RunOutput {
+    /// Runs a benchmark body in a fresh run directory (removed afterwards
+    /// unless --keep), then prints its report as one JSON line or a table.
+    pub fn run<R>(
+        &self,
+        name: &str,
+        body: impl FnOnce(&Path) -> Result<R, String>,
+        fields: impl Fn(&R) -> Fields,
+        table: impl Fn(&R),
+    ) -> Result<(), String> {
+        let run_dir = create_run_dir(self.dir.as_deref(), name)?;
+        let result = body(&run_dir);
+        finish_run_dir(&run_dir, self.keep);
+        let report = result?;
+        if self.json {
+            println!("{}", fields(&report).to_json_line());
+        } else {
+            table(&report);
+        }
+        Ok(())
+    }
+}
+
 /// `--log-writer-threads auto|on|off`.
 pub fn parse_writer_threads(s: &str) -> Result<WriterThreads, String> {
     s.parse()

@@ -21,8 +21,7 @@ use super::btree::{
     PROGRESS_INTERVAL,
 };
 use super::{
-    create_run_dir, finish_run_dir, new_histogram, parse_writer_threads, validate_seconds, Fields,
-    RunOutput, Value, Window,
+    new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Value, Window,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
@@ -234,16 +233,12 @@ fn parse_level_change(s: &str) -> Result<LevelChange, String> {
 
 pub fn run(args: &TrxArgs) -> Result<(), String> {
     validate(args)?;
-    let run_dir = create_run_dir(args.out.dir.as_deref(), "trx")?;
-    let result = run_in(args, &run_dir);
-    finish_run_dir(&run_dir, args.out.keep);
-    let report = result?;
-    if args.out.json {
-        println!("{}", report.all_fields().to_json_line());
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    args.out.run(
+        "trx",
+        |dir| run_in(args, dir),
+        |r| r.all_fields(),
+        print_table,
+    )
 }
 
 fn validate(args: &TrxArgs) -> Result<(), String> {
