@@ -138,6 +138,52 @@ pub(crate) struct TrxShared {
     pub(crate) view_opened_ms: Arc<AtomicU64>,
 }
 
+/// Every open transaction, for the background policies (idle timeout,
+/// undo quota, oldest view age). Sharded: beginning and ending a
+/// transaction, read-only ones included, takes no global lock.
+pub(crate) struct OpenTrx {
+    shards: Box<[Mutex<OpenShard>]>,
+}
+
+type OpenShard = HashMap<u64, Weak<TrxShared>>;
+
+impl OpenTrx {
+    const SHARDS: usize = 64;
+
+    fn new() -> Self {
+        Self {
+            shards: (0..Self::SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+        }
+    }
+    fn shard(&self, handle: u64) -> &Mutex<OpenShard> {
+        &self.shards[handle as usize % Self::SHARDS]
+    }
+    fn insert(&self, handle: u64, t: Weak<TrxShared>) {
+        self.shard(handle)
+            .lock()
+            .expect("poisoned")
+            .insert(handle, t);
+    }
+    fn remove(&self, handle: u64) {
+        self.shard(handle).lock().expect("poisoned").remove(&handle);
+    }
+    /// The transactions open now (one shard at a time).
+    pub(crate) fn all(&self) -> Vec<Arc<TrxShared>> {
+        self.shards
+            .iter()
+            .flat_map(|s| {
+                s.lock()
+                    .expect("poisoned")
+                    .values()
+                    .filter_map(|w| w.upgrade())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
 pub struct Engine {
     store: Arc<PageStore>,
     pub(crate) sys: TrxSys,
@@ -147,10 +193,14 @@ pub struct Engine {
     tables: RwLock<HashMap<u32, Arc<Table>>>,
     next_rseg: AtomicUsize,
     pub(crate) cfg: TrxConfig,
-    limits: Mutex<(u64, u64)>,
+    /// Persisted limits for ids and serial numbers: read on every
+    /// transaction's first write (atomics), moved under `limits_update`.
+    id_limit: AtomicU64,
+    no_limit: AtomicU64,
+    limits_update: Mutex<()>,
     pub(crate) m: TrxMetrics,
     /// Every open transaction (read-only ones with a view too), by handle.
-    pub(crate) open_trx: Mutex<HashMap<u64, Weak<TrxShared>>>,
+    pub(crate) open_trx: OpenTrx,
     next_handle: AtomicU64,
     started: Instant,
     pub(crate) shutting_down: AtomicBool,
@@ -260,9 +310,11 @@ impl Engine {
             rseg_metrics,
             tables: RwLock::new(tables),
             next_rseg: AtomicUsize::new(0),
-            limits: Mutex::new((sys_page.id_limit, sys_page.no_limit)),
+            id_limit: AtomicU64::new(sys_page.id_limit),
+            no_limit: AtomicU64::new(sys_page.no_limit),
+            limits_update: Mutex::new(()),
             m,
-            open_trx: Mutex::new(HashMap::new()),
+            open_trx: OpenTrx::new(),
             next_handle: AtomicU64::new(1),
             started: Instant::now(),
             shutting_down: AtomicBool::new(false),
@@ -342,12 +394,18 @@ impl Engine {
     }
 
     fn persist_limits(&self, id_limit: u64, no_limit: u64) -> Result<(), TrxError> {
-        let mut l = self.limits.lock().expect("poisoned");
+        let _g = self.limits_update.lock().expect("poisoned");
         if let Some(end) = catalog::write_limits(&self.store, id_limit, no_limit)? {
             self.store.log().wait_flushed(end)?;
         }
-        *l = (id_limit, no_limit);
+        self.id_limit.store(id_limit, Ordering::SeqCst);
+        self.no_limit.store(no_limit, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn limits_near(&self, id: u64, no: u64) -> bool {
+        id + ID_BLOCK / 2 >= self.id_limit.load(Ordering::SeqCst)
+            || no + ID_BLOCK / 2 >= self.no_limit.load(Ordering::SeqCst)
     }
 
     /// Keeps the persisted limits ahead of the counters. A transaction whose
@@ -355,13 +413,14 @@ impl Engine {
     /// logged, so no record ever carries a value the limit does not cover.
     fn keep_limits_ahead(&self) -> Result<(), TrxError> {
         let (id, no) = (self.sys.next_id(), self.sys.next_no());
-        let (il, nl) = *self.limits.lock().expect("poisoned");
-        if id + ID_BLOCK / 2 >= il || no + ID_BLOCK / 2 >= nl {
-            let mut l = self.limits.lock().expect("poisoned");
-            if id + ID_BLOCK / 2 >= l.0 || no + ID_BLOCK / 2 >= l.1 {
+        // The common case takes no lock: two atomic loads.
+        if self.limits_near(id, no) {
+            let _g = self.limits_update.lock().expect("poisoned");
+            if self.limits_near(id, no) {
                 let (ni, nn) = (id + ID_BLOCK, no + ID_BLOCK);
                 catalog::write_limits(&self.store, ni, nn)?;
-                *l = (ni, nn);
+                self.id_limit.store(ni, Ordering::SeqCst);
+                self.no_limit.store(nn, Ordering::SeqCst);
             }
         }
         Ok(())
@@ -447,10 +506,7 @@ impl Engine {
             view_opened_ms,
         });
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        self.open_trx
-            .lock()
-            .expect("poisoned")
-            .insert(handle, Arc::downgrade(&shared));
+        self.open_trx.insert(handle, Arc::downgrade(&shared));
         Trx {
             e: self.clone(),
             shared,
@@ -605,10 +661,8 @@ impl Engine {
     fn oldest_view_age_ms(&self) -> u64 {
         let now = self.now_ms();
         self.open_trx
-            .lock()
-            .expect("poisoned")
-            .values()
-            .filter_map(|w| w.upgrade())
+            .all()
+            .into_iter()
             .filter_map(|t| {
                 let opened = t.view_opened_ms.load(Ordering::Relaxed);
                 (opened != 0).then(|| (now + 1).saturating_sub(opened))
@@ -1088,11 +1142,7 @@ impl Drop for Trx {
                 let _ = self.e.rollback_state(&mut st);
             }
         }
-        self.e
-            .open_trx
-            .lock()
-            .expect("poisoned")
-            .remove(&self.handle);
+        self.e.open_trx.remove(self.handle);
     }
 }
 
@@ -1175,6 +1225,32 @@ impl Call<'_> {
         Ok(undo::append(self.e.store(), log, rec)?.encode())
     }
 
+    /// Writes the undo record of a change to row `pk`: the version it
+    /// replaces (`prev`; None for a new row) and the secondary-entry bits.
+    /// Returns the roll pointer the changed record will carry.
+    fn log_change(
+        &mut self,
+        kind: UndoKind,
+        t: &Table,
+        pk: &[u8],
+        prev: Option<&Row>,
+        sec_existed: u64,
+    ) -> Result<u64, TrxError> {
+        debug_assert_eq!(kind == UndoKind::Insert, prev.is_none());
+        let mut rec = UndoRecord {
+            kind,
+            undo_no: 0,
+            table_id: t.def.id,
+            pk: pk.to_vec(),
+            prev_trx_id: prev.map_or(0, |r| r.trx_id),
+            prev_roll_ptr: prev.map_or(0, |r| r.roll_ptr),
+            prev_deleted: prev.is_some_and(|r| r.deleted),
+            prev_value: prev.map(|r| r.value.clone()),
+            sec_existed,
+        };
+        self.append_undo(&mut rec)
+    }
+
     /// Locks a row, converting another active transaction's implicit lock
     /// (its id in the record) first.
     fn lock_row(&mut self, t: &Table, pk: &[u8], mode: LockMode) -> Result<(), TrxError> {
@@ -1241,18 +1317,8 @@ impl Call<'_> {
         for _ in 0..1000 {
             match t.clustered.get(&store, pk)? {
                 None => {
-                    let mut rec = UndoRecord {
-                        kind: UndoKind::Insert,
-                        undo_no: 0,
-                        table_id: t.def.id,
-                        pk: pk.to_vec(),
-                        prev_trx_id: 0,
-                        prev_roll_ptr: 0,
-                        prev_deleted: false,
-                        prev_value: None,
-                        sec_existed: self.sec_existed(t, value, pk, None)?,
-                    };
-                    let rp = self.append_undo(&mut rec)?;
+                    let sec = self.sec_existed(t, value, pk, None)?;
+                    let rp = self.log_change(UndoKind::Insert, t, pk, None, sec)?;
                     match t.clustered.insert(&store, pk, value, me, rp) {
                         Ok(()) => {
                             self.insert_sec(t, value, pk, None)?;
@@ -1274,18 +1340,8 @@ impl Call<'_> {
                         return Err(TrxError::Duplicate);
                     }
                     // Insert over a delete-marked row: an update of it.
-                    let mut rec = UndoRecord {
-                        kind: UndoKind::Update,
-                        undo_no: 0,
-                        table_id: t.def.id,
-                        pk: pk.to_vec(),
-                        prev_trx_id: r.trx_id,
-                        prev_roll_ptr: r.roll_ptr,
-                        prev_deleted: true,
-                        prev_value: Some(r.value.clone()),
-                        sec_existed: self.sec_existed(t, value, pk, None)?,
-                    };
-                    let rp = self.append_undo(&mut rec)?;
+                    let sec = self.sec_existed(t, value, pk, None)?;
+                    let rp = self.log_change(UndoKind::Update, t, pk, Some(&r), sec)?;
                     if !t
                         .clustered
                         .update_full(&store, pk, value, Some(false), me, rp)?
@@ -1313,18 +1369,8 @@ impl Call<'_> {
         if r.deleted {
             return Ok(false);
         }
-        let mut rec = UndoRecord {
-            kind: UndoKind::Update,
-            undo_no: 0,
-            table_id: t.def.id,
-            pk: pk.to_vec(),
-            prev_trx_id: r.trx_id,
-            prev_roll_ptr: r.roll_ptr,
-            prev_deleted: false,
-            prev_value: Some(r.value.clone()),
-            sec_existed: self.sec_existed(t, value, pk, Some(&r.value))?,
-        };
-        let rp = self.append_undo(&mut rec)?;
+        let sec = self.sec_existed(t, value, pk, Some(&r.value))?;
+        let rp = self.log_change(UndoKind::Update, t, pk, Some(&r), sec)?;
         t.clustered.update(&store, pk, value, me, rp)?;
         for (idx, sd) in &t.secondaries {
             let (old_k, new_k) = (sd.key_of(&r.value), sd.key_of(value));
@@ -1346,18 +1392,7 @@ impl Call<'_> {
         if r.deleted {
             return Ok(false);
         }
-        let mut rec = UndoRecord {
-            kind: UndoKind::DeleteMark,
-            undo_no: 0,
-            table_id: t.def.id,
-            pk: pk.to_vec(),
-            prev_trx_id: r.trx_id,
-            prev_roll_ptr: r.roll_ptr,
-            prev_deleted: false,
-            prev_value: Some(r.value.clone()),
-            sec_existed: 0,
-        };
-        let rp = self.append_undo(&mut rec)?;
+        let rp = self.log_change(UndoKind::DeleteMark, t, pk, Some(&r), 0)?;
         t.clustered.set_deleted(&store, pk, true, me, rp)?;
         for (idx, sd) in &t.secondaries {
             idx.set_deleted(&store, &sec_entry(&sd.key_of(&r.value), pk), true, 0, 0)?;

@@ -221,13 +221,7 @@ fn versions_in_use(
 
 fn policies(e: &Engine) -> Result<(), TrxError> {
     let now = e.now_ms();
-    let open: Vec<_> = e
-        .open_trx
-        .lock()
-        .expect("poisoned")
-        .values()
-        .filter_map(|w| w.upgrade())
-        .collect();
+    let open = e.open_trx.all();
     if e.cfg.idle_trx_timeout_ms > 0 {
         for t in &open {
             let idle = now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed));
