@@ -11,6 +11,7 @@ mod check;
 mod metrics_http;
 mod serve;
 mod session;
+mod stmt_types;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

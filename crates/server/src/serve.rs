@@ -10,7 +10,10 @@
 //! the command it is running (at most `DRAIN_TIMEOUT` in all), close the
 //! connections, then shut the engine down (flush and checkpoint).
 
-use crate::session::{self, ConnInfo, QueryOutcome, SessionHandle, SessionStatus};
+use crate::session::{SessionHandle, SessionStatus};
+use crate::stmt_types::{StmtTypes, TypedReader};
+use millrace_sql::plan::{OutColumn, ResultKind};
+use millrace_sql::{ConnInfo, Output, SqlError, Value};
 use async_trait::async_trait;
 use clap::Args;
 use millrace_io::FsStorage;
@@ -19,7 +22,7 @@ use millrace_sys::cpu::{CpuBudget, CpuProbe};
 use millrace_trx::{Engine, TrxConfig};
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags,
+    OkResponse, ParamParser, QueryResultWriter, RowWriter, StatementMetaWriter, StatusFlags,
 };
 use sha1::{Digest, Sha1};
 use std::io;
@@ -109,6 +112,8 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
     let engine = Engine::open(storage, TrxConfig::default(), cpu, Registry::new())
         .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let sql = millrace_sql::Server::open(engine.clone())
+        .map_err(|e| format!("opening the catalog in {}: {}", dir.display(), e.message))?;
     println!(
         "millrace {}: data directory {} open in {:.1} s",
         env!("CARGO_PKG_VERSION"),
@@ -122,7 +127,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("starting the network runtime: {e}"))
         .and_then(|rt| {
-            let r = rt.block_on(serve(&args, addr, metrics_addr, password, engine.clone()));
+            let r = rt.block_on(serve(&args, addr, metrics_addr, password, sql));
             rt.shutdown_timeout(Duration::from_secs(1));
             r
         });
@@ -151,7 +156,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 
 /// What every connection shares.
 struct Shared {
-    engine: Arc<Engine>,
+    sql: Arc<millrace_sql::Server>,
     /// SHA1(SHA1(password)), MySQL's stored form; `None`: empty password.
     password_stage2: Option<[u8; 20]>,
     max_connections: usize,
@@ -168,7 +173,7 @@ async fn serve(
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     password: String,
-    engine: Arc<Engine>,
+    sql: Arc<millrace_sql::Server>,
 ) -> Result<(), String> {
     // Handlers first: a signal that arrives once we listen must stop us
     // cleanly, not kill us.
@@ -189,11 +194,11 @@ async fn serve(
         ),
         None => None,
     };
-    let registry = engine.registry().clone();
+    let registry = sql.engine().registry().clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive, mut all_gone) = mpsc::channel::<()>(1);
     let shared = Arc::new(Shared {
-        engine,
+        sql,
         password_stage2: (!password.is_empty())
             .then(|| Sha1::digest(Sha1::digest(password.as_bytes())).into()),
         max_connections: args.max_connections,
@@ -356,7 +361,10 @@ where
     let err_swap = Arc::new(Mutex::new(None));
     let authed = Arc::new(AtomicBool::new(false));
     let busy = Arc::new(AtomicBool::new(false));
+    let stmt_types = Arc::new(Mutex::new(StmtTypes::default()));
+    let reader = TypedReader::new(reader, stmt_types.clone());
     let shim = Shim {
+        stmt_types,
         shared: shared.clone(),
         conn_id: id,
         salt: new_salt(),
@@ -470,6 +478,8 @@ fn err_payload(kind: ErrorKind, message: &str) -> Vec<u8> {
 }
 
 struct Shim {
+    /// Parameter counts and types of this connection's prepared statements.
+    stmt_types: Arc<Mutex<StmtTypes>>,
     shared: Arc<Shared>,
     conn_id: u32,
     salt: [u8; 20],
@@ -519,7 +529,7 @@ impl Shim {
                 host: self.host.clone(),
             };
             self.session = Some(SessionHandle::spawn(
-                self.shared.engine.clone(),
+                self.shared.sql.clone(),
                 conn,
                 self.shared.alive.clone(),
             )?);
@@ -544,46 +554,72 @@ fn ok_response(status: SessionStatus, affected_rows: u64, last_insert_id: u64) -
     }
 }
 
+fn protocol_column(c: &OutColumn) -> Column {
+    let (coltype, colflags) = match c.kind {
+        ResultKind::Int => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::empty()),
+        ResultKind::UInt => (ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::UNSIGNED_FLAG),
+        ResultKind::Double => (ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty()),
+        ResultKind::Decimal => (ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty()),
+        ResultKind::Blob => (ColumnType::MYSQL_TYPE_BLOB, ColumnFlags::BINARY_FLAG),
+        // Datetimes travel as text (also in the binary protocol).
+        ResultKind::Text | ResultKind::DateTime => {
+            (ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty())
+        }
+    };
+    Column {
+        table: c.table.clone(),
+        column: c.name.clone(),
+        coltype,
+        colflags,
+    }
+}
+
+/// Writes one value as its column's declared type needs it (the binary
+/// protocol encodes integers and doubles by type; the rest are strings).
+fn write_value<W: AsyncWrite + Send + Unpin>(
+    w: &mut RowWriter<'_, W>,
+    kind: ResultKind,
+    v: Value,
+) -> io::Result<()> {
+    if v.is_null() {
+        return w.write_col(None::<i64>);
+    }
+    match kind {
+        ResultKind::Int | ResultKind::UInt => match v {
+            Value::Int(i) => w.write_col(i),
+            Value::UInt(u) => w.write_col(u),
+            v => w.write_col(millrace_sql::expr::as_double(&v) as i64),
+        },
+        ResultKind::Double => w.write_col(millrace_sql::expr::as_double(&v)),
+        _ => w.write_col(v.to_text().unwrap_or_default()),
+    }
+}
+
 async fn write_outcome<W: AsyncWrite + Send + Unpin>(
-    outcome: QueryOutcome,
+    outcome: Result<Output, SqlError>,
     status: SessionStatus,
     results: QueryResultWriter<'_, W>,
 ) -> io::Result<()> {
     match outcome {
-        QueryOutcome::Ok {
+        Ok(Output::Ok {
             affected_rows,
             last_insert_id,
-        } => {
+        }) => {
             results
                 .completed(ok_response(status, affected_rows, last_insert_id))
                 .await
         }
-        QueryOutcome::Err(e) => {
+        Err(e) => {
             results
                 .error(ErrorKind::from(e.code), e.message.as_bytes())
                 .await
         }
-        QueryOutcome::Rows { columns, rows } => {
-            let cols: Vec<Column> = columns
-                .iter()
-                .map(|c| Column {
-                    table: String::new(),
-                    column: c.name.clone(),
-                    coltype: match c.kind {
-                        session::ColumnKind::Int => ColumnType::MYSQL_TYPE_LONGLONG,
-                        session::ColumnKind::Text => ColumnType::MYSQL_TYPE_VAR_STRING,
-                    },
-                    colflags: ColumnFlags::empty(),
-                })
-                .collect();
+        Ok(Output::Rows { columns, rows }) => {
+            let cols: Vec<Column> = columns.iter().map(protocol_column).collect();
             let mut w = results.start(&cols).await?;
             for row in rows {
-                for v in row {
-                    match v {
-                        session::Value::Null => w.write_col(None::<i64>)?,
-                        session::Value::Int(n) => w.write_col(n)?,
-                        session::Value::Text(s) => w.write_col(s)?,
-                    }
+                for (v, c) in row.into_iter().zip(&columns) {
+                    write_value(&mut w, c.kind, v)?;
                 }
                 w.end_row().await?;
             }
@@ -592,12 +628,39 @@ async fn write_outcome<W: AsyncWrite + Send + Unpin>(
     }
 }
 
+/// A parameter of COM_STMT_EXECUTE as a SQL value.
+fn param_value(v: opensrv_mysql::ValueInner<'_>) -> Value {
+    use opensrv_mysql::ValueInner as V;
+    match v {
+        V::NULL => Value::Null,
+        V::Bytes(b) => Value::Bytes(b.to_vec()),
+        V::Int(i) => Value::Int(i),
+        V::UInt(u) => Value::UInt(u),
+        V::Double(d) => Value::Double(d),
+        V::Date(b) | V::Datetime(b) => {
+            // Binary date: length-prefixed year(2) month day [h m s [micro(4)]].
+            let g = |i: usize| b.get(i).copied().unwrap_or(0);
+            let year = u16::from_le_bytes([g(0), g(1)]);
+            Value::DateTime {
+                year,
+                month: g(2),
+                day: g(3),
+                hour: g(4),
+                minute: g(5),
+                second: g(6),
+                micro: u32::from_le_bytes([g(7), g(8), g(9), g(10)]),
+            }
+        }
+        V::Time(b) => Value::Bytes(b.to_vec()),
+    }
+}
+
 #[async_trait]
 impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     type Error = io::Error;
 
     fn version(&self) -> String {
-        session::SERVER_VERSION.to_string()
+        millrace_sql::SERVER_VERSION.to_string()
     }
 
     fn connect_id(&self) -> u32 {
@@ -650,35 +713,56 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
 
     async fn on_prepare<'a>(
         &'a mut self,
-        _query: &'a str,
+        query: &'a str,
         info: StatementMetaWriter<'a, W>,
     ) -> io::Result<()> {
-        info.error(
-            ErrorKind::ER_UNSUPPORTED_PS,
-            b"This command is not supported in the prepared statement protocol yet".as_slice(),
-        )
-        .await
+        let busy = self.busy.clone();
+        let _busy = Busy::start(&busy);
+        match self.session()?.prepare(query).await? {
+            Ok((id, params, columns)) => {
+                let count = u16::try_from(params).unwrap_or(u16::MAX);
+                self.stmt_types.lock().expect("poisoned").prepared(id, count);
+                let params: Vec<Column> = (0..params)
+                    .map(|_| Column {
+                        table: String::new(),
+                        column: "?".into(),
+                        coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
+                        colflags: ColumnFlags::empty(),
+                    })
+                    .collect();
+                let columns: Vec<Column> = columns.iter().map(protocol_column).collect();
+                info.reply(id, &params, &columns).await
+            }
+            Err(e) => info.error(ErrorKind::from(e.code), e.message.as_bytes()).await,
+        }
     }
 
     async fn on_execute<'a>(
         &'a mut self,
-        _id: u32,
-        _params: ParamParser<'a>,
+        id: u32,
+        params: ParamParser<'a>,
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
-        // Unreachable in practice: no statement is ever prepared.
-        results
-            .error(
-                ErrorKind::ER_UNKNOWN_STMT_HANDLER,
-                b"Unknown prepared statement handler".as_slice(),
-            )
-            .await
+        let busy = self.busy.clone();
+        let _busy = Busy::start(&busy);
+        // opensrv keeps the parameter types a client sends with the first
+        // execute of a statement and applies them to later ones.
+        let values: Vec<Value> = params
+            .into_iter()
+            .map(|p| param_value(p.value.into_inner()))
+            .collect();
+        let (outcome, status) = self.session()?.execute(id, values).await?;
+        write_outcome(outcome, status, results).await
     }
 
-    async fn on_close<'a>(&'a mut self, _stmt: u32)
+    async fn on_close<'a>(&'a mut self, stmt: u32)
     where
         W: 'async_trait,
     {
+        self.stmt_types.lock().expect("poisoned").closed(stmt);
+        if let Some(s) = &self.session {
+            s.close(stmt);
+        }
     }
 
     async fn on_query<'a>(
@@ -697,12 +781,12 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         let _busy = Busy::start(&busy);
         let (outcome, _) = self.session()?.init_db(db).await?;
         match outcome {
-            QueryOutcome::Err(e) => {
+            Err(e) => {
                 writer
                     .error(ErrorKind::from(e.code), e.message.as_bytes())
                     .await
             }
-            _ => writer.ok().await,
+            Ok(_) => writer.ok().await,
         }
     }
 }

@@ -1,28 +1,61 @@
 //! millrace-sql: the SQL layer.
 //!
-//! Will own: the catalog, parsing, planning and execution of SQL statements.
-//! Owns for now: the column types and values (`types`: MySQL-like coercion,
-//! the text form of values, the ORDER BY comparison), the memcomparable key
-//! encoding of index keys (`keycode`: the byte order of an encoding is the
-//! order of the values it encodes) and the stored row format of a table, the
-//! value of its clustered index (`row`).
+//! Owns: the catalog (databases, tables, columns, indexes, AUTO_INCREMENT
+//! counters, kept in an engine table and changed transactionally), parsing
+//! (sqlparser, MySQL dialect), planning (access paths, plan caches per
+//! prepared statement and per text statement shape) and execution of SQL
+//! statements against the engine's transactions; the column types and
+//! values (`types`), the memcomparable key encoding (`keycode`) and the
+//! stored row format (`row`).
 //! Must not know about: file I/O, pages, the buffer pool or the B+tree
-//! internals (keys and rows leave this crate as byte strings), or the MySQL
-//! wire protocol (it gets values as text from `Value::to_text`).
-//! Depends on: nothing but std.
+//! (it sees the engine's tables as keys and values in transactions), or
+//! the MySQL wire protocol (sessions return values and MySQL error codes;
+//! the server encodes them).
+//! Depends on: millrace-trx (transactions), millrace-redo (the durability
+//! setting), millrace-metrics, sqlparser.
 //!
 //! Decoders treat their input as hostile: truncated or malformed bytes are a
-//! [`CodecError`], never a panic.
+//! [`CodecError`] or a [`SqlError`], never a panic.
 
+pub mod catalog;
+pub mod expr;
 pub mod keycode;
 pub mod row;
 pub mod types;
+pub mod plan;
+pub mod session;
+pub mod shape;
+pub mod vtab;
 
 use std::fmt;
 
 pub use keycode::{decode_key, decode_key_prefix, encode_key, try_encode_key};
 pub use row::{decode_column, decode_row, encode_row};
+pub use session::{ConnInfo, Output, Server, Session, SERVER_VERSION, VERSION_COMMENT};
 pub use types::{compare, ColumnType, Value, ValueError};
+
+/// A statement's error: a MySQL error code (the protocol side adds the
+/// SQLSTATE MySQL uses for it) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlError {
+    pub code: u16,
+    pub message: String,
+}
+
+impl SqlError {
+    pub fn new(code: u16, message: impl Into<String>) -> SqlError {
+        SqlError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ERROR {}: {}", self.code, self.message)
+    }
+}
 
 /// Errors of the key and row codecs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -315,3 +315,35 @@ pub fn add_table(mtr: &mut millrace_buf::Mtr<'_>, t: &TableDef) -> Result<(), Tr
     mtr.write(r, 40, &((n + 1) as u16).to_le_bytes());
     Ok(())
 }
+
+/// Removes table `id` from the directory, in the caller's mini-transaction;
+/// false if it is not there. The entries after it move up, so the directory
+/// stays a packed list.
+pub fn remove_table(mtr: &mut millrace_buf::Mtr<'_>, id: u32) -> Result<bool, TrxError> {
+    let r = mtr.get(PageId::new(0, TABLES_PAGE), LatchMode::Exclusive)?;
+    let p = mtr.page(r);
+    let n = u16_at(p, 40) as usize;
+    let mut at = 44;
+    let mut found = None;
+    for _ in 0..n {
+        let len = u16_at(p, at) as usize;
+        let entry_id = p
+            .get(at + 2..at + 6)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        if entry_id == Some(id) && found.is_none() {
+            found = Some((at, 2 + len));
+        }
+        at += 2 + len;
+    }
+    let Some((start, len)) = found else {
+        return Ok(false);
+    };
+    let end = at;
+    if end > p.len() {
+        return Err(TrxError::Corrupt("table directory entry is damaged".into()));
+    }
+    let tail = p[start + len..end].to_vec();
+    mtr.write(r, start, &tail);
+    mtr.write(r, 40, &((n - 1) as u16).to_le_bytes());
+    Ok(true)
+}

@@ -185,6 +185,8 @@ impl OpenTrx {
 }
 
 pub struct Engine {
+    /// The settings that may change while the engine runs (SET GLOBAL).
+    settings: RuntimeSettings,
     store: Arc<PageStore>,
     pub(crate) sys: TrxSys,
     pub(crate) locks: LockManager,
@@ -305,6 +307,7 @@ impl Engine {
             .map(|d| (d.id, Arc::new(Table::open(d))))
             .collect();
         let engine = Arc::new(Engine {
+            settings: RuntimeSettings::from_config(&cfg),
             sys: TrxSys::new(sys_page.id_limit, sys_page.no_limit, cfg.max_active_trx),
             locks: LockManager::new(&registry),
             rseg_metrics,
@@ -373,6 +376,11 @@ impl Engine {
             "bytes of undo tablespaces in use",
             move || w.upgrade().and_then(|e| e.undo_bytes().ok()).unwrap_or(0),
         );
+    }
+
+    /// The run-time settings: stores take effect at the next use.
+    pub fn settings(&self) -> &RuntimeSettings {
+        &self.settings
     }
 
     pub fn store(&self) -> &Arc<PageStore> {
@@ -461,6 +469,31 @@ impl Engine {
             .expect("poisoned")
             .insert(def.id, Arc::new(Table::open(def.clone())));
         Ok(def.id)
+    }
+
+    /// Drops table `id`: it leaves the table directory (durably, at the
+    /// log's flush) and the engine's map. The caller (the SQL layer's
+    /// metadata lock) makes sure no transaction still uses it; undo records
+    /// that name it are skipped by rollback and purge from then on.
+    /// The tablespace's pages are not reclaimed (its file stays, unused).
+    pub fn drop_table(&self, id: u32) -> Result<bool, TrxError> {
+        let mut mtr = self.store.mtr()?;
+        if !catalog::remove_table(&mut mtr, id)? {
+            return Ok(false);
+        }
+        if let Some(end) = mtr.commit()? {
+            self.store.log().wait_flushed(end)?;
+        }
+        self.tables.write().expect("poisoned").remove(&id);
+        Ok(true)
+    }
+
+    /// The largest primary key of table `id` in any version (committed or
+    /// not, delete-marked or not): where an AUTO_INCREMENT counter resumes.
+    pub fn last_key(&self, id: u32) -> Result<Option<Vec<u8>>, TrxError> {
+        let t = self.table(id)?;
+        let mut cur = t.clustered.cursor(None, Direction::Backward);
+        Ok(cur.next(&self.store)?.map(|r| r.key))
     }
 
     pub fn table_ids(&self) -> Vec<u32> {
@@ -552,7 +585,12 @@ impl Engine {
     /// Undoes one change of transaction `trx_id` (rollback and recovery).
     /// Idempotent: a record no longer carrying `trx_id` is left alone.
     pub(crate) fn undo_one(&self, rec: &UndoRecord, trx_id: TrxId) -> Result<(), TrxError> {
-        let t = self.table(rec.table_id)?;
+        let t = match self.table(rec.table_id) {
+            Ok(t) => t,
+            // Dropped since: nothing left to undo.
+            Err(TrxError::NoSuchTable(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
         let store = &*self.store;
         let Some(cur) = t.clustered.get(store, &rec.pk)? else {
             return Ok(());
@@ -755,7 +793,7 @@ impl Engine {
             return Ok(());
         }
         self.m.writer_quota_waits.inc();
-        let deadline = Instant::now() + Duration::from_millis(self.cfg.lock_wait_timeout_ms);
+        let deadline = Instant::now() + Duration::from_millis(self.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         while *blocked {
             let now = Instant::now();
             if now >= deadline {
@@ -772,7 +810,7 @@ impl Engine {
     /// DML delay when the history is longer than max_purge_lag (InnoDB's
     /// innodb_max_purge_lag): grows with the excess, capped.
     fn purge_lag_delay(&self) {
-        let lag = self.cfg.max_purge_lag;
+        let lag = self.settings.max_purge_lag.load(Ordering::Relaxed);
         let hl = self.history_len();
         // Only when purge is behind for lack of time: when a read view holds
         // it back, slowing writers frees nothing (the undo quota's case).
@@ -780,7 +818,7 @@ impl Engine {
             return;
         }
         let delay_us =
-            ((hl - lag).saturating_mul(5_000) / lag).min(self.cfg.max_purge_lag_delay_us);
+            ((hl - lag).saturating_mul(5_000) / lag).min(self.settings.max_purge_lag_delay_us.load(Ordering::Relaxed));
         if delay_us > 0 {
             self.m.purge_delay_count.inc();
             self.m.purge_delay_us.add(delay_us);
@@ -1129,6 +1167,21 @@ impl Trx {
         self.e.rollback_state(&mut st)
     }
 
+    /// A statement savepoint: where `rollback_to_savepoint` returns. The SQL
+    /// layer takes one before each statement that makes several engine
+    /// calls (a multi-row INSERT), so that a failing statement undoes only
+    /// itself, as in MySQL.
+    pub fn savepoint(&self) -> Result<u64, TrxError> {
+        Ok(self.call()?.st.undo_no)
+    }
+
+    /// Undoes this transaction's changes made since `savepoint`; its locks
+    /// stay held (as InnoDB's statement rollback does).
+    pub fn rollback_to_savepoint(&self, savepoint: u64) -> Result<(), TrxError> {
+        let mut c = self.call()?;
+        self.e.rollback_to(&mut c.st, savepoint)
+    }
+
     /// This transaction's id (0 until its first write).
     pub fn id(&self) -> TrxId {
         self.shared.state.lock().expect("poisoned").id
@@ -1262,7 +1315,7 @@ impl Call<'_> {
                 });
             }
         }
-        let timeout = Duration::from_millis(self.e.cfg.lock_wait_timeout_ms);
+        let timeout = Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         self.e
             .locks
             .lock(me, t.def.id, pk, mode, timeout)
@@ -1412,5 +1465,29 @@ impl Engine {
             t.def.clustered,
             t.def.secondaries.iter().map(|s| s.index).collect(),
         ))
+    }
+}
+
+/// Engine settings that `SET GLOBAL` may change while the engine runs; each
+/// read takes the current value (no restart, no lock). The other
+/// `TrxConfig` fields fix the on-disk layout or thread counts at open.
+#[derive(Debug)]
+pub struct RuntimeSettings {
+    pub max_purge_lag: AtomicU64,
+    pub max_purge_lag_delay_us: AtomicU64,
+    pub lock_wait_timeout_ms: AtomicU64,
+    pub idle_trx_timeout_ms: AtomicU64,
+    pub undo_quota_bytes: AtomicU64,
+}
+
+impl RuntimeSettings {
+    fn from_config(cfg: &TrxConfig) -> Self {
+        Self {
+            max_purge_lag: AtomicU64::new(cfg.max_purge_lag),
+            max_purge_lag_delay_us: AtomicU64::new(cfg.max_purge_lag_delay_us),
+            lock_wait_timeout_ms: AtomicU64::new(cfg.lock_wait_timeout_ms),
+            idle_trx_timeout_ms: AtomicU64::new(cfg.idle_trx_timeout_ms),
+            undo_quota_bytes: AtomicU64::new(cfg.undo_quota_bytes),
+        }
     }
 }

@@ -68,7 +68,7 @@ pub mod undo;
 pub mod undo_rec;
 
 pub use catalog::{encode_segments, split_segments, SecondaryDef, TableDef, SEGMENT};
-pub use engine::{Engine, KillReason, Trx};
+pub use engine::{Engine, KillReason, RuntimeSettings, Trx};
 pub use lock::LockMode;
 
 use millrace_buf::StoreConfig;

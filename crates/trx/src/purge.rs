@@ -222,17 +222,17 @@ fn versions_in_use(
 fn policies(e: &Engine) -> Result<(), TrxError> {
     let now = e.now_ms();
     let open = e.open_trx.all();
-    if e.cfg.idle_trx_timeout_ms > 0 {
+    if e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed) > 0 {
         for t in &open {
             let idle = now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed));
-            if idle > e.cfg.idle_trx_timeout_ms && e.kill_if_idle(t, KillReason::IdleTimeout) {
+            if idle > e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed) && e.kill_if_idle(t, KillReason::IdleTimeout) {
                 e.m.idle_timeouts.inc();
             }
         }
     }
-    if e.cfg.undo_quota_bytes > 0 {
+    if e.settings().undo_quota_bytes.load(Ordering::Relaxed) > 0 {
         let bytes = e.undo_bytes()?;
-        let over = bytes > e.cfg.undo_quota_bytes;
+        let over = bytes > e.settings().undo_quota_bytes.load(Ordering::Relaxed);
         match e.cfg.undo_quota_policy {
             UndoQuotaPolicy::RollbackOldest if over => {
                 // The transaction whose view holds purge back the most.
@@ -261,7 +261,7 @@ fn policies(e: &Engine) -> Result<(), TrxError> {
                     );
                     *blocked = true;
                     e.m.quota_actions.inc();
-                } else if *blocked && bytes <= e.cfg.undo_quota_bytes * 9 / 10 {
+                } else if *blocked && bytes <= e.settings().undo_quota_bytes.load(Ordering::Relaxed) * 9 / 10 {
                     *blocked = false;
                     cv.notify_all();
                 }

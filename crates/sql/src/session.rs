@@ -1,0 +1,2315 @@
+//! A client session: its database, variables, transaction, prepared
+//! statements; and the execution of statements against the engine.
+//!
+//! Transactions: with autocommit on, each statement runs in its own engine
+//! transaction, committed at its end (or rolled back on an error); BEGIN /
+//! START TRANSACTION opens an explicit one (committing an open one first, as
+//! MySQL does). A failed statement inside a transaction is undone alone
+//! (statement savepoint); a deadlock rolls the whole transaction back.
+//! Tables used by a transaction hold a shared metadata lock until it ends.
+
+use crate::catalog::{Catalog, ColumnSchema, IndexSchema, TableEntry, TableSchema};
+use crate::expr::{compare_values, truth, Ctx, Expr};
+use crate::plan::{
+    self, no_table, object_name, unsupported, Access, AggKind, OutColumn, Plan, PlanKind,
+    Planner, ResultKind, SelectPlan, SessionInfo, Source,
+};
+use crate::types::{ColumnType, Value};
+use crate::{decode_row, encode_key, encode_row, SqlError};
+use millrace_trx::{encode_segments, split_segments, Isolation, LockMode, Trx, TrxError};
+use sqlparser::ast;
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The version the server announces in the handshake and in `@@version`.
+/// Clients and connectors gate features on the leading MySQL version.
+pub const SERVER_VERSION: &str = "8.0.36-millrace";
+/// `@@version_comment`: what the mariadb client prints after the version.
+pub const VERSION_COMMENT: &str = "millrace";
+
+/// Cached plans of text statements, by (database, shape).
+const PLAN_CACHE_ENTRIES: usize = 4096;
+/// Rows copied per transaction by CREATE INDEX's table rebuild.
+const COPY_BATCH_ROWS: usize = 1000;
+/// Key bytes appended to a key prefix to make an inclusive upper bound
+/// over every key that starts with it (no key encoding has so many 0xFF).
+const HIGH_SUFFIX: [u8; 24] = [0xFF; 24];
+
+/// What a statement returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Ok {
+        affected_rows: u64,
+        last_insert_id: u64,
+    },
+    Rows {
+        columns: Vec<OutColumn>,
+        rows: Vec<Vec<Value>>,
+    },
+}
+
+impl Output {
+    fn ok() -> Output {
+        Output::Ok {
+            affected_rows: 0,
+            last_insert_id: 0,
+        }
+    }
+
+    fn affected(n: u64) -> Output {
+        Output::Ok {
+            affected_rows: n,
+            last_insert_id: 0,
+        }
+    }
+}
+
+/// Who is connected: fixed for the life of the connection.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub connection_id: u32,
+    pub user: String,
+    /// The client's host as MySQL names it in `USER()`.
+    pub host: String,
+}
+
+/// What the server shares between sessions.
+pub struct Server {
+    pub catalog: Catalog,
+    plans: Mutex<HashMap<String, Arc<Plan>>>,
+    started: std::time::Instant,
+}
+
+impl Server {
+    pub fn open(engine: Arc<millrace_trx::Engine>) -> Result<Arc<Server>, SqlError> {
+        Ok(Arc::new(Server {
+            catalog: Catalog::open(engine)?,
+            plans: Mutex::new(HashMap::new()),
+            started: std::time::Instant::now(),
+        }))
+    }
+
+    pub fn engine(&self) -> &Arc<millrace_trx::Engine> {
+        self.catalog.engine()
+    }
+
+    fn cached(&self, key: &str) -> Option<Arc<Plan>> {
+        let p = self.plans.lock().expect("poisoned").get(key).cloned()?;
+        (p.catalog_version == self.catalog.version()).then_some(p)
+    }
+
+    fn cache(&self, key: String, plan: Arc<Plan>) {
+        let mut m = self.plans.lock().expect("poisoned");
+        if m.len() >= PLAN_CACHE_ENTRIES {
+            m.clear();
+        }
+        m.insert(key, plan);
+    }
+}
+
+struct Prepared {
+    sql: String,
+    stmt: ast::Statement,
+    plan: Option<Arc<Plan>>,
+    params: usize,
+}
+
+pub struct Session {
+    server: Arc<Server>,
+    conn: ConnInfo,
+    database: Option<String>,
+    character_set: String,
+    collation: String,
+    autocommit: bool,
+    trx: Option<Trx>,
+    /// BEGIN / START TRANSACTION (or autocommit off) opened `trx`.
+    explicit: bool,
+    /// Tables whose shared metadata lock the transaction holds.
+    held: Vec<Arc<TableEntry>>,
+    last_insert_id: u64,
+    prepared: HashMap<u32, Prepared>,
+    next_stmt_id: u32,
+}
+
+fn engine_err(e: TrxError) -> SqlError {
+    SqlError::new(e.mysql_code(), e.to_string())
+}
+
+fn corrupt(e: impl std::fmt::Display) -> SqlError {
+    SqlError::new(1877, format!("row data damaged: {e}"))
+}
+
+fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(plan::err_parse)?;
+    match stmts.len() {
+        0 => Err(SqlError::new(1065, "Query was empty")),
+        1 => Ok(stmts.pop().expect("one")),
+        _ => Err(unsupported("several statements in one query")),
+    }
+}
+
+/// Decodes a stored row of `s`.
+fn decode_stored(s: &TableSchema, value: &[u8]) -> Result<Vec<Value>, SqlError> {
+    let (_, payload) =
+        split_segments(value, s.indexes.len()).ok_or_else(|| corrupt("bad key segments"))?;
+    decode_row(payload, &s.types()).map_err(corrupt)
+}
+
+/// Encodes a row of `s` (coerced values) as the engine stores it.
+fn encode_stored(s: &TableSchema, row: &[Value]) -> Result<Vec<u8>, SqlError> {
+    let keys: Vec<Vec<u8>> = s.indexes.iter().map(|i| s.key_of(&i.columns, row)).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let mut payload = Vec::new();
+    encode_row(row, &s.types(), &mut payload).map_err(corrupt)?;
+    Ok(encode_segments(&refs, &payload))
+}
+
+fn coerce_col(c: &ColumnSchema, v: Value, row: usize) -> Result<Value, SqlError> {
+    v.coerce(&c.ty).map_err(|e| {
+        SqlError::new(
+            e.mysql_code(),
+            format!("{e} '{}' at row {row}", c.name),
+        )
+    })
+}
+
+fn dup_entry(s: &TableSchema, cols: &[usize], row: &[Value], key: &str) -> SqlError {
+    let shown: Vec<String> = cols
+        .iter()
+        .map(|&c| {
+            row[c]
+                .to_text()
+                .map(|t| String::from_utf8_lossy(&t).into_owned())
+                .unwrap_or_else(|| "NULL".into())
+        })
+        .collect();
+    SqlError::new(
+        1062,
+        format!(
+            "Duplicate entry '{}' for key '{}.{key}'",
+            shown.join("-"),
+            s.name
+        ),
+    )
+}
+
+fn now() -> Value {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Value::UInt(secs)
+        .coerce(&ColumnType::BigInt { unsigned: true })
+        .ok()
+        .map(|_| {
+            // Days since the epoch to a civil date (UTC).
+            let days = (secs / 86_400) as i64;
+            let rem = secs % 86_400;
+            let z = days + 719_468;
+            let era = z.div_euclid(146_097);
+            let doe = z - era * 146_097;
+            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+            let mp = (5 * doy + 2) / 153;
+            let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+            let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+            let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
+            Value::DateTime {
+                year,
+                month,
+                day,
+                hour: (rem / 3600) as u8,
+                minute: (rem / 60 % 60) as u8,
+                second: (rem % 60) as u8,
+                micro: 0,
+            }
+        })
+        .unwrap_or(Value::Null)
+}
+
+impl SessionInfo for Session {
+    fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    fn variable(&self, name: &str) -> Option<Value> {
+        self.variables()
+            .into_iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    fn function(&self, name: &str) -> Option<Value> {
+        let t = |s: String| Some(Value::Bytes(s.into_bytes()));
+        match name {
+            "database" | "schema" => Some(
+                self.database
+                    .as_ref()
+                    .map_or(Value::Null, |d| Value::Bytes(d.clone().into_bytes())),
+            ),
+            "user" | "session_user" | "system_user" => {
+                t(format!("{}@{}", self.conn.user, self.conn.host))
+            }
+            "current_user" => t(format!("{}@%", self.conn.user)),
+            "connection_id" => Some(Value::Int(i64::from(self.conn.connection_id))),
+            "version" => t(SERVER_VERSION.into()),
+            "last_insert_id" => Some(Value::UInt(self.last_insert_id)),
+            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" => {
+                Some(now())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Global (engine) variables: name, getter, setter (None: read only).
+type Getter = fn(&Server) -> Value;
+type Setter = fn(&Server, &Value) -> Result<(), SqlError>;
+
+fn set_u64(v: &Value, name: &str) -> Result<u64, SqlError> {
+    match v {
+        Value::Int(i) if *i >= 0 => Ok(*i as u64),
+        Value::UInt(u) => Ok(*u),
+        _ => Err(SqlError::new(
+            1232,
+            format!("Incorrect argument type to variable '{name}'"),
+        )),
+    }
+}
+
+fn global_vars() -> Vec<(&'static str, Getter, Option<Setter>)> {
+    use millrace_redo::Durability;
+    vec![
+        (
+            "innodb_flush_log_at_trx_commit",
+            |s| Value::Int(s.engine().store().log().durability() as i64),
+            Some(|s, v| {
+                let level = set_u64(v, "innodb_flush_log_at_trx_commit")?;
+                let d = u8::try_from(level)
+                    .ok()
+                    .and_then(Durability::from_level)
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            1231,
+                            "Variable 'innodb_flush_log_at_trx_commit' can't be set to the \
+                             value (0, 1 or 2)",
+                        )
+                    })?;
+                s.engine().store().log().set_durability(d);
+                Ok(())
+            }),
+        ),
+        (
+            "innodb_lock_wait_timeout",
+            |s| {
+                let ms = s.engine().settings().lock_wait_timeout_ms.load(Ordering::Relaxed);
+                Value::UInt(ms / 1000)
+            },
+            Some(|s, v| {
+                let secs = set_u64(v, "innodb_lock_wait_timeout")?.clamp(1, 1_073_741_824);
+                s.engine()
+                    .settings()
+                    .lock_wait_timeout_ms
+                    .store(secs * 1000, Ordering::Relaxed);
+                Ok(())
+            }),
+        ),
+        (
+            "innodb_max_purge_lag",
+            |s| Value::UInt(s.engine().settings().max_purge_lag.load(Ordering::Relaxed)),
+            Some(|s, v| {
+                let n = set_u64(v, "innodb_max_purge_lag")?;
+                s.engine().settings().max_purge_lag.store(n, Ordering::Relaxed);
+                Ok(())
+            }),
+        ),
+        (
+            "innodb_max_purge_lag_delay",
+            |s| {
+                Value::UInt(
+                    s.engine()
+                        .settings()
+                        .max_purge_lag_delay_us
+                        .load(Ordering::Relaxed),
+                )
+            },
+            Some(|s, v| {
+                let n = set_u64(v, "innodb_max_purge_lag_delay")?;
+                s.engine()
+                    .settings()
+                    .max_purge_lag_delay_us
+                    .store(n, Ordering::Relaxed);
+                Ok(())
+            }),
+        ),
+        (
+            "innodb_page_size",
+            |s| Value::UInt(s.engine().store().pool().page_size() as u64),
+            None,
+        ),
+        (
+            "millrace_history_length",
+            |s| Value::UInt(s.engine().history_len()),
+            None,
+        ),
+        (
+            "millrace_idle_trx_timeout",
+            |s| {
+                Value::UInt(
+                    s.engine()
+                        .settings()
+                        .idle_trx_timeout_ms
+                        .load(Ordering::Relaxed)
+                        / 1000,
+                )
+            },
+            Some(|s, v| {
+                let n = set_u64(v, "millrace_idle_trx_timeout")?;
+                s.engine()
+                    .settings()
+                    .idle_trx_timeout_ms
+                    .store(n.saturating_mul(1000), Ordering::Relaxed);
+                Ok(())
+            }),
+        ),
+        (
+            "millrace_undo_quota_bytes",
+            |s| Value::UInt(s.engine().settings().undo_quota_bytes.load(Ordering::Relaxed)),
+            Some(|s, v| {
+                let n = set_u64(v, "millrace_undo_quota_bytes")?;
+                s.engine()
+                    .settings()
+                    .undo_quota_bytes
+                    .store(n, Ordering::Relaxed);
+                Ok(())
+            }),
+        ),
+        (
+            "uptime",
+            |s| Value::UInt(s.started.elapsed().as_secs()),
+            None,
+        ),
+    ]
+}
+
+fn default_collation(charset: &str) -> &'static str {
+    match charset {
+        "utf8" | "utf8mb3" => "utf8mb3_general_ci",
+        "latin1" => "latin1_swedish_ci",
+        "binary" => "binary",
+        "ascii" => "ascii_general_ci",
+        _ => "utf8mb4_general_ci",
+    }
+}
+
+/// SQL LIKE for SHOW ... LIKE: case-insensitive.
+fn like_ci(pattern: &str, text: &str) -> bool {
+    crate::expr::like(
+        pattern.to_lowercase().as_bytes(),
+        text.to_lowercase().as_bytes(),
+    )
+}
+
+fn text_col(name: &str) -> OutColumn {
+    OutColumn {
+        name: name.into(),
+        table: String::new(),
+        kind: ResultKind::Text,
+    }
+}
+
+fn t(s: impl Into<String>) -> Value {
+    Value::Bytes(s.into().into_bytes())
+}
+
+/// The text of a SET value (`ON`, `'utf8'`, 1, ...), for session settings.
+fn set_word(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            ast::Value::Boolean(b) => u8::from(*b).to_string(),
+            ast::Value::Null => "NULL".into(),
+            other => other.to_string(),
+        },
+        ast::Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+    .to_ascii_lowercase()
+}
+
+fn column_type(dt: &ast::DataType) -> Result<ColumnType, SqlError> {
+    use ast::DataType as D;
+    let len = |n: &Option<ast::CharacterLength>, default: u32| match n {
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => {
+            u32::try_from(*length).unwrap_or(u32::MAX)
+        }
+        Some(ast::CharacterLength::Max) => 65_535,
+        None => default,
+    };
+    let ty = match dt {
+        D::TinyInt(_) | D::Int2(_) if matches!(dt, D::TinyInt(_)) => {
+            ColumnType::TinyInt { unsigned: false }
+        }
+        D::TinyIntUnsigned(_) | D::UTinyInt => ColumnType::TinyInt { unsigned: true },
+        D::Bool | D::Boolean => ColumnType::TinyInt { unsigned: false },
+        D::SmallInt(_) | D::Int2(_) => ColumnType::SmallInt { unsigned: false },
+        D::SmallIntUnsigned(_) | D::Int2Unsigned(_) => ColumnType::SmallInt { unsigned: true },
+        D::MediumInt(_) | D::Int(_) | D::Integer(_) | D::Int4(_) => {
+            ColumnType::Int { unsigned: false }
+        }
+        D::MediumIntUnsigned(_)
+        | D::IntUnsigned(_)
+        | D::IntegerUnsigned(_)
+        | D::Int4Unsigned(_)
+        | D::UnsignedInteger => ColumnType::Int { unsigned: true },
+        D::BigInt(_) | D::Int8(_) | D::Int64 => ColumnType::BigInt { unsigned: false },
+        D::BigIntUnsigned(_) | D::Int8Unsigned(_) => ColumnType::BigInt { unsigned: true },
+        D::Double(_) | D::DoublePrecision | D::Float(_) | D::Real | D::Float8 | D::Float64 => {
+            ColumnType::Double
+        }
+        D::Decimal(info) | D::Numeric(info) | D::Dec(info) => {
+            let (precision, scale) = match info {
+                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::Precision(p) => (*p, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s as u64),
+            };
+            ColumnType::Decimal {
+                precision: u8::try_from(precision).unwrap_or(u8::MAX),
+                scale: u8::try_from(scale).unwrap_or(u8::MAX),
+            }
+        }
+        D::Char(n) | D::Character(n) => ColumnType::Char(len(n, 1)),
+        D::Varchar(n) | D::CharVarying(n) | D::CharacterVarying(n) | D::Nvarchar(n) => {
+            match n {
+                None => return Err(plan::err_parse("VARCHAR needs a length")),
+                n => ColumnType::VarChar(len(n, 0)),
+            }
+        }
+        D::Text | D::TinyText | D::MediumText | D::LongText | D::String(_) => ColumnType::Text,
+        D::Blob(_) | D::TinyBlob | D::MediumBlob | D::LongBlob | D::Bytea => ColumnType::Blob,
+        D::Binary(_) | D::Varbinary(_) => ColumnType::Blob,
+        D::Datetime(_) | D::Date => ColumnType::DateTime,
+        D::Timestamp(_, _) => ColumnType::Timestamp,
+        other => return Err(unsupported(format!("column type {other}"))),
+    };
+    ty.validate()
+        .map_err(|e| SqlError::new(e.mysql_code(), e.to_string()))?;
+    Ok(ty)
+}
+
+fn index_columns(
+    s: &TableSchema,
+    cols: &[ast::IndexColumn],
+) -> Result<Vec<usize>, SqlError> {
+    cols.iter()
+        .map(|c| {
+            let name = match &c.column.expr {
+                ast::Expr::Identifier(i) => i.value.clone(),
+                other => return Err(unsupported(format!("index on {other}"))),
+            };
+            s.column(&name).ok_or_else(|| {
+                SqlError::new(1072, format!("Key column '{name}' doesn't exist in table"))
+            })
+        })
+        .collect()
+}
+
+impl Session {
+    pub fn new(server: Arc<Server>, conn: ConnInfo) -> Session {
+        Session {
+            server,
+            conn,
+            database: None,
+            character_set: "utf8mb4".into(),
+            collation: "utf8mb4_general_ci".into(),
+            autocommit: true,
+            trx: None,
+            explicit: false,
+            held: Vec::new(),
+            last_insert_id: 0,
+            prepared: HashMap::new(),
+            next_stmt_id: 1,
+        }
+    }
+
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.explicit && self.trx.is_some()
+    }
+
+    fn lock_timeout(&self) -> Duration {
+        Duration::from_millis(
+            self.server
+                .engine()
+                .settings()
+                .lock_wait_timeout_ms
+                .load(Ordering::Relaxed),
+        )
+    }
+
+    /// The system variables the session reports, sorted by name.
+    pub fn variables(&self) -> Vec<(String, Value)> {
+        let cs = t(self.character_set.clone());
+        let coll = t(self.collation.clone());
+        let mut vars: Vec<(String, Value)> = vec![
+            ("auto_increment_increment", Value::Int(1)),
+            ("auto_increment_offset", Value::Int(1)),
+            ("autocommit", Value::Int(i64::from(self.autocommit))),
+            ("character_set_client", cs.clone()),
+            ("character_set_connection", cs.clone()),
+            ("character_set_database", t("utf8mb4")),
+            ("character_set_filesystem", t("binary")),
+            ("character_set_results", cs),
+            ("character_set_server", t("utf8mb4")),
+            ("character_set_system", t("utf8mb3")),
+            ("collation_connection", coll),
+            ("collation_database", t("utf8mb4_general_ci")),
+            ("collation_server", t("utf8mb4_general_ci")),
+            ("interactive_timeout", Value::Int(28800)),
+            ("license", t("Apache-2.0")),
+            ("lower_case_table_names", Value::Int(0)),
+            ("max_allowed_packet", Value::Int(67_108_864)),
+            ("net_write_timeout", Value::Int(60)),
+            ("performance_schema", Value::Int(0)),
+            ("sql_mode", t("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION")),
+            ("system_time_zone", t("UTC")),
+            ("time_zone", t("SYSTEM")),
+            ("transaction_isolation", t("REPEATABLE-READ")),
+            ("tx_isolation", t("REPEATABLE-READ")),
+            ("version", t(SERVER_VERSION)),
+            ("version_comment", t(VERSION_COMMENT)),
+            ("version_compile_os", t(std::env::consts::OS)),
+            ("wait_timeout", Value::Int(28800)),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+        for (name, get, _) in global_vars() {
+            if name != "uptime" && name != "millrace_history_length" {
+                vars.push((name.to_string(), get(&self.server)));
+            }
+        }
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars
+    }
+
+    // ---- transactions ---------------------------------------------------
+
+    fn trx(&mut self) -> &Trx {
+        if self.trx.is_none() {
+            self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+            if !self.autocommit {
+                self.explicit = true;
+            }
+        }
+        self.trx.as_ref().expect("just begun")
+    }
+
+    fn release_mdl(&mut self) {
+        for e in self.held.drain(..) {
+            e.mdl.release_shared();
+        }
+    }
+
+    fn end_trx(&mut self, commit: bool) -> Result<(), SqlError> {
+        let r = match self.trx.take() {
+            Some(t) if commit => t.commit().map_err(engine_err),
+            Some(t) => t.rollback().map_err(engine_err),
+            None => Ok(()),
+        };
+        self.explicit = false;
+        self.release_mdl();
+        r
+    }
+
+    /// Takes the table's shared metadata lock for the transaction; false
+    /// when the catalog changed meanwhile (the plan must be made again).
+    fn use_table(&mut self, e: &Arc<TableEntry>, version: u64) -> Result<bool, SqlError> {
+        if !self.held.iter().any(|h| Arc::ptr_eq(h, e)) {
+            e.mdl.shared(self.lock_timeout())?;
+            self.held.push(e.clone());
+        }
+        Ok(version == self.server.catalog.version())
+    }
+
+    // ---- entry points ---------------------------------------------------
+
+    /// COM_INIT_DB and `USE db`.
+    pub fn init_db(&mut self, db: &str) -> Result<Output, SqlError> {
+        if !self.server.catalog.has_database(db)
+            && !db.eq_ignore_ascii_case("information_schema")
+            && !db.eq_ignore_ascii_case("performance_schema")
+        {
+            return Err(SqlError::new(1049, format!("Unknown database '{db}'")));
+        }
+        self.database = Some(db.to_string());
+        Ok(Output::ok())
+    }
+
+    /// COM_QUERY.
+    pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
+        let sql = sql.trim().trim_end_matches(';').trim_end();
+        if sql.is_empty() {
+            return Err(SqlError::new(1065, "Query was empty"));
+        }
+        if let Some((shape, literals)) = crate::shape::shape(sql) {
+            let key = format!("{}\0{shape}", self.database.as_deref().unwrap_or(""));
+            let plan = match self.server.cached(&key) {
+                Some(p) => Some(p),
+                None => match parse(&shape)
+                    .ok()
+                    .map(|stmt| Planner::new(&self.server.catalog, self).plan(&stmt))
+                {
+                    Some(Ok(Some(p)))
+                        if !p.volatile && !p.shape_sensitive && p.params == literals.len() =>
+                    {
+                        let p = Arc::new(p);
+                        self.server.cache(key, p.clone());
+                        Some(p)
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(plan) = plan {
+                match self.run_plan(&plan, &literals)? {
+                    Some(out) => return Ok(out),
+                    None => {} // the catalog changed under the plan: plan again below
+                }
+            }
+        }
+        let stmt = parse(sql)?;
+        self.statement(&stmt, &[])
+    }
+
+    /// COM_STMT_PREPARE: (statement id, parameter count, result columns).
+    pub fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<OutColumn>), SqlError> {
+        let sql = sql.trim().trim_end_matches(';').trim_end();
+        let stmt = parse(sql)?;
+        let plan = Planner::new(&self.server.catalog, self).plan(&stmt)?;
+        let (params, columns, plan) = match plan {
+            Some(p) => (p.params, p.columns().to_vec(), Some(Arc::new(p))),
+            None => {
+                if count_placeholders(sql) > 0 {
+                    return Err(SqlError::new(
+                        1295,
+                        "This command is not supported in the prepared statement protocol yet",
+                    ));
+                }
+                (0, vec![], None)
+            }
+        };
+        let id = self.next_stmt_id;
+        self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+        self.prepared.insert(
+            id,
+            Prepared {
+                sql: sql.to_string(),
+                stmt,
+                plan,
+                params,
+            },
+        );
+        Ok((id, params, columns))
+    }
+
+    /// COM_STMT_EXECUTE.
+    pub fn execute(&mut self, id: u32, params: Vec<Value>) -> Result<Output, SqlError> {
+        let Some(p) = self.prepared.get(&id) else {
+            return Err(SqlError::new(
+                1243,
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            ));
+        };
+        if params.len() != p.params {
+            return Err(SqlError::new(1210, "Incorrect arguments to mysqld_stmt_execute"));
+        }
+        let stmt = p.stmt.clone();
+        let plan = p.plan.clone();
+        let sql = p.sql.clone();
+        if let Some(plan) = plan {
+            if !plan.volatile {
+                if let Some(out) = self.run_plan(&plan, &params)? {
+                    return Ok(out);
+                }
+            }
+            // Volatile, or planned against an older catalog: plan again.
+            let fresh = Planner::new(&self.server.catalog, self)
+                .plan(&parse(&sql)?)?
+                .ok_or_else(|| unsupported("a statement that changed kind"))?;
+            let fresh = Arc::new(fresh);
+            if !fresh.volatile {
+                if let Some(p) = self.prepared.get_mut(&id) {
+                    p.plan = Some(fresh.clone());
+                }
+            }
+            for _ in 0..3 {
+                if let Some(out) = self.run_plan(&fresh, &params)? {
+                    return Ok(out);
+                }
+            }
+            return Err(SqlError::new(1615, "Prepared statement needs to be re-prepared"));
+        }
+        self.statement(&stmt, &params)
+    }
+
+    /// COM_STMT_CLOSE.
+    pub fn close(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+
+    /// Executes a parsed statement.
+    fn statement(&mut self, stmt: &ast::Statement, params: &[Value]) -> Result<Output, SqlError> {
+        for _ in 0..3 {
+            let planned = Planner::new(&self.server.catalog, self).plan(stmt)?;
+            if let Some(plan) = planned {
+                if let Some(out) = self.run_plan(&plan, params)? {
+                    return Ok(out);
+                }
+                continue;
+            }
+            return self.other(stmt);
+        }
+        Err(SqlError::new(
+            1412,
+            "Table definition has changed, please retry transaction",
+        ))
+    }
+
+    // ---- DML ------------------------------------------------------------
+
+    /// Runs a plan in the session's transaction. `None`: the catalog
+    /// changed since planning; nothing was done.
+    fn run_plan(&mut self, plan: &Plan, params: &[Value]) -> Result<Option<Output>, SqlError> {
+        let table = match &plan.kind {
+            PlanKind::Select(s) => match &s.source {
+                Source::Table(t) => Some(t.clone()),
+                _ => None,
+            },
+            PlanKind::Insert(p) => Some(p.table.clone()),
+            PlanKind::Update(p) => Some(p.table.clone()),
+            PlanKind::Delete(p) => Some(p.table.clone()),
+        };
+        self.trx();
+        if let Some(t) = &table {
+            match self.use_table(t, plan.catalog_version) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if !self.explicit {
+                        self.end_trx(false)?;
+                    }
+                    return Ok(None);
+                }
+                Err(e) => {
+                    if !self.explicit {
+                        let _ = self.end_trx(false);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let writes = !matches!(plan.kind, PlanKind::Select(_));
+        let savepoint = if writes && self.explicit {
+            Some(self.trx().savepoint().map_err(engine_err)?)
+        } else {
+            None
+        };
+        let r = match &plan.kind {
+            PlanKind::Select(s) => self.select(s, params),
+            PlanKind::Insert(_) => self.insert(plan, params),
+            PlanKind::Update(_) => self.update(plan, params),
+            PlanKind::Delete(_) => self.delete(plan, params),
+        };
+        match r {
+            Ok(out) => {
+                if !self.explicit {
+                    self.end_trx(true)?;
+                }
+                Ok(Some(out))
+            }
+            Err(e) => {
+                if e.code == 1213 || e.code == 1317 || !self.explicit {
+                    // A deadlock (or the engine's rollback) ended the whole
+                    // transaction; without one open, the statement's own
+                    // transaction is rolled back.
+                    let _ = self.end_trx(false);
+                } else if let (Some(sp), Some(trx)) = (savepoint, &self.trx) {
+                    if e.code != 1205 {
+                        trx.rollback_to_savepoint(sp).map_err(engine_err)?;
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn eval_key(
+        &self,
+        s: &TableSchema,
+        col: usize,
+        e: &Expr,
+        params: &[Value],
+    ) -> Result<Option<Vec<u8>>, SqlError> {
+        let v = e.eval_const(params)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        let ty = s.columns[col].ty;
+        Ok(v.coerce(&ty).ok().map(|v| {
+            let mut out = Vec::new();
+            encode_key(&[(v, &ty)], &mut out);
+            out
+        }))
+    }
+
+    /// Reads the rows `access` can reach (a superset of those the filter
+    /// accepts): (primary key, row). With `lock`, each row is locked
+    /// exclusively and read in its latest version.
+    fn read_rows(
+        &mut self,
+        entry: &TableEntry,
+        access: &Access,
+        params: &[Value],
+        lock: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<Value>)>, SqlError> {
+        let s = entry.schema.clone();
+        let table = s.engine_table;
+        let mut access = access.clone();
+        // Point keys that do not convert to the column type match nothing
+        // by index: fall back on a scan (the filter decides).
+        let mut point = None;
+        if let Access::PkPoint(exprs) = &access {
+            let mut key = Vec::new();
+            let mut ok = true;
+            for (e, &c) in exprs.iter().zip(&s.primary_key) {
+                let v = e.eval_const(params)?;
+                if v.is_null() {
+                    return Ok(vec![]);
+                }
+                match v.coerce(&s.columns[c].ty) {
+                    Ok(v) => encode_key(&[(v, &s.columns[c].ty)], &mut key),
+                    Err(_) => ok = false,
+                }
+            }
+            if ok {
+                point = Some(key);
+            } else {
+                access = Access::FullScan;
+            }
+        }
+        let trx = self.trx.as_ref().expect("statement has a transaction");
+        if let Some(pk) = point {
+            let v = if lock {
+                trx.get_locked(table, &pk, LockMode::Exclusive)
+            } else {
+                trx.get(table, &pk)
+            }
+            .map_err(engine_err)?;
+            return match v {
+                Some(v) => Ok(vec![(pk, decode_stored(&s, &v)?)]),
+                None => Ok(vec![]),
+            };
+        }
+        let multi_pk = s.primary_key.len() > 1;
+        let rows = match &access {
+            Access::PkRange { low, high } => {
+                let c = s.primary_key[0];
+                let lo = match low {
+                    Some(e) => self.eval_key(&s, c, e, params)?,
+                    None => None,
+                };
+                let mut hi = match high {
+                    Some(e) => self.eval_key(&s, c, e, params)?,
+                    None => None,
+                };
+                let bad = low.is_some() && lo.is_none() || high.is_some() && hi.is_none();
+                if bad {
+                    self.scan_all(table, limit)?
+                } else {
+                    if multi_pk {
+                        if let Some(h) = &mut hi {
+                            h.extend_from_slice(&HIGH_SUFFIX);
+                        }
+                    }
+                    let from = lo.as_deref().map_or(Bound::Unbounded, Bound::Included);
+                    let to = hi.as_deref().map_or(Bound::Unbounded, Bound::Included);
+                    trx.scan(table, from, to, limit).map_err(engine_err)?
+                }
+            }
+            Access::Secondary { index, low, high } => {
+                let c = s.indexes[*index].columns[0];
+                let lo = match low {
+                    Some(e) => self.eval_key(&s, c, e, params)?,
+                    None => Some(vec![]),
+                };
+                let hi = match high {
+                    Some(e) => self.eval_key(&s, c, e, params)?,
+                    None => Some(HIGH_SUFFIX.to_vec()),
+                };
+                match (lo, hi) {
+                    (Some(lo), Some(mut hi)) => {
+                        if s.indexes[*index].columns.len() > 1 {
+                            hi.extend_from_slice(&HIGH_SUFFIX);
+                        }
+                        trx.scan_secondary(table, *index, &lo, &hi, limit)
+                            .map_err(engine_err)?
+                    }
+                    _ => self.scan_all(table, limit)?,
+                }
+            }
+            _ => self.scan_all(table, limit)?,
+        };
+        let trx = self.trx.as_ref().expect("statement has a transaction");
+        let mut out = Vec::with_capacity(rows.len());
+        for (pk, v) in rows {
+            if lock {
+                if let Some(v) = trx
+                    .get_locked(table, &pk, LockMode::Exclusive)
+                    .map_err(engine_err)?
+                {
+                    out.push((pk, decode_stored(&s, &v)?));
+                }
+            } else {
+                out.push((pk, decode_stored(&s, &v)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn scan_all(&self, table: u32, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, SqlError> {
+        let trx = self.trx.as_ref().expect("statement has a transaction");
+        trx.scan(table, Bound::Unbounded, Bound::Unbounded, limit)
+            .map_err(engine_err)
+    }
+
+    fn limit_of(e: &Option<Expr>, params: &[Value]) -> Result<Option<usize>, SqlError> {
+        match e {
+            None => Ok(None),
+            Some(e) => match e.eval_const(params)? {
+                Value::Int(i) if i >= 0 => Ok(Some(i as usize)),
+                Value::UInt(u) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
+                _ => Err(SqlError::new(1210, "Incorrect arguments to LIMIT")),
+            },
+        }
+    }
+
+    fn passes(filter: &Option<Expr>, row: &[Value], params: &[Value]) -> Result<bool, SqlError> {
+        match filter {
+            None => Ok(true),
+            Some(f) => Ok(truth(&f.eval(&Ctx {
+                row,
+                params,
+                aggregates: &[],
+            })?) == Some(true)),
+        }
+    }
+
+    fn select(&mut self, p: &SelectPlan, params: &[Value]) -> Result<Output, SqlError> {
+        let limit = Self::limit_of(&p.limit, params)?;
+        let offset = Self::limit_of(&p.offset, params)?.unwrap_or(0);
+        let simple = p.filter.is_none()
+            && p.order_by.is_empty()
+            && !p.distinct
+            && p.aggregates.is_empty();
+        let scan_limit = match limit {
+            Some(l) if simple => l.saturating_add(offset),
+            _ => usize::MAX,
+        };
+        let source: Vec<Vec<Value>> = match &p.source {
+            Source::Nothing => vec![vec![]],
+            Source::Virtual(v) => v.rows(&self.server.catalog),
+            Source::Table(t) => self
+                .read_rows(t, &p.access, params, p.for_update, scan_limit)?
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect(),
+        };
+        let mut rows = Vec::new();
+        for r in source {
+            if Self::passes(&p.filter, &r, params)? {
+                rows.push(r);
+            }
+        }
+        let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        if !p.aggregates.is_empty() {
+            let aggs = aggregate(p, &rows, params)?;
+            let cx = Ctx {
+                row: &[],
+                params,
+                aggregates: &aggs,
+            };
+            let vals = p
+                .items
+                .iter()
+                .map(|e| e.eval(&cx))
+                .collect::<Result<Vec<_>, _>>()?;
+            out.push((vec![], vals));
+        } else {
+            for r in &rows {
+                let cx = Ctx {
+                    row: r,
+                    params,
+                    aggregates: &[],
+                };
+                let keys = p
+                    .order_by
+                    .iter()
+                    .map(|(e, _)| e.eval(&cx))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let vals = p
+                    .items
+                    .iter()
+                    .map(|e| e.eval(&cx))
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.push((keys, vals));
+            }
+        }
+        if !p.order_by.is_empty() {
+            out.sort_by(|a, b| {
+                for (i, (_, asc)) in p.order_by.iter().enumerate() {
+                    let (x, y) = (&a.0[i], &b.0[i]);
+                    let o = match (x.is_null(), y.is_null()) {
+                        (true, true) => CmpOrdering::Equal,
+                        (true, false) => CmpOrdering::Less,
+                        (false, true) => CmpOrdering::Greater,
+                        _ => compare_values(x, y),
+                    };
+                    let o = if *asc { o } else { o.reverse() };
+                    if o != CmpOrdering::Equal {
+                        return o;
+                    }
+                }
+                CmpOrdering::Equal
+            });
+        }
+        let mut rows: Vec<Vec<Value>> = out.into_iter().map(|(_, v)| v).collect();
+        if p.distinct {
+            let mut seen = HashSet::new();
+            rows.retain(|r| seen.insert(r.iter().map(|v| v.to_text()).collect::<Vec<_>>()));
+        }
+        let rows: Vec<Vec<Value>> = rows
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .collect();
+        Ok(Output::Rows {
+            columns: p.columns.clone(),
+            rows,
+        })
+    }
+
+    /// The next AUTO_INCREMENT value (or hidden row id) of a table; the
+    /// counter starts after the largest key stored.
+    fn next_id(&self, entry: &TableEntry, explicit: Option<u64>) -> Result<u64, SqlError> {
+        if entry.next_id.load(Ordering::SeqCst) == 0 {
+            let s = &entry.schema;
+            let last = self
+                .server
+                .engine()
+                .last_key(s.engine_table)
+                .map_err(engine_err)?;
+            let start = match last {
+                None => 1,
+                Some(k) if s.primary_key.is_empty() => {
+                    u64::from_be_bytes(k.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]))
+                        + 1
+                }
+                Some(k) => {
+                    let types: Vec<ColumnType> =
+                        s.primary_key.iter().map(|&c| s.columns[c].ty).collect();
+                    let vals = crate::decode_key_prefix(&k, &types)
+                        .map_err(corrupt)?
+                        .0;
+                    let first = vals.first().cloned().unwrap_or(Value::Null);
+                    match first {
+                        Value::Int(i) if i > 0 => i as u64 + 1,
+                        Value::UInt(u) => u + 1,
+                        _ => 1,
+                    }
+                }
+            };
+            let _ = entry
+                .next_id
+                .compare_exchange(0, start, Ordering::SeqCst, Ordering::SeqCst);
+        }
+        match explicit {
+            Some(v) => {
+                entry.next_id.fetch_max(v.saturating_add(1), Ordering::SeqCst);
+                Ok(v)
+            }
+            None => Ok(entry.next_id.fetch_add(1, Ordering::SeqCst)),
+        }
+    }
+
+    fn check_unique(
+        &self,
+        s: &TableSchema,
+        row: &[Value],
+        pk: &[u8],
+        only_changed_from: Option<&[Value]>,
+    ) -> Result<(), SqlError> {
+        let trx = self.trx.as_ref().expect("statement has a transaction");
+        for (i, idx) in s.indexes.iter().enumerate() {
+            if !idx.unique || idx.columns.iter().any(|&c| row[c].is_null()) {
+                continue;
+            }
+            if let Some(old) = only_changed_from {
+                if idx.columns.iter().all(|&c| old[c] == row[c]) {
+                    continue;
+                }
+            }
+            let key = s.key_of(&idx.columns, row);
+            let hits = trx
+                .scan_secondary(s.engine_table, i, &key, &key, 2)
+                .map_err(engine_err)?;
+            if hits.iter().any(|(other, _)| other.as_slice() != pk) {
+                return Err(dup_entry(s, &idx.columns, row, &idx.name));
+            }
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, plan: &Plan, params: &[Value]) -> Result<Output, SqlError> {
+        let PlanKind::Insert(p) = &plan.kind else {
+            unreachable!("insert plan")
+        };
+        let s = p.table.schema.clone();
+        let auto = s.auto_increment_column();
+        let mut first_generated = None;
+        for (n, exprs) in p.rows.iter().enumerate() {
+            let mut row = Vec::with_capacity(s.columns.len());
+            for (c, col) in s.columns.iter().enumerate() {
+                let given = match p.targets[c] {
+                    Some(i) if exprs[i] != Expr::Default => Some(exprs[i].eval_const(params)?),
+                    _ => None,
+                };
+                let v = match given {
+                    Some(v) => coerce_col(col, v, n + 1)?,
+                    None => match &col.default {
+                        Some(d) => d.clone(),
+                        None if col.nullable || col.auto_increment => Value::Null,
+                        None => {
+                            return Err(SqlError::new(
+                                1364,
+                                format!("Field '{}' doesn't have a default value", col.name),
+                            ))
+                        }
+                    },
+                };
+                row.push(v);
+            }
+            if let Some(a) = auto {
+                let explicit = match &row[a] {
+                    Value::Null => None,
+                    Value::Int(0) | Value::UInt(0) => None,
+                    Value::Int(i) if *i > 0 => Some(*i as u64),
+                    Value::UInt(u) => Some(*u),
+                    _ => Some(0),
+                };
+                let is_generated = explicit.is_none();
+                let id = if explicit == Some(0) {
+                    0
+                } else {
+                    self.next_id(&p.table, explicit)?
+                };
+                if is_generated {
+                    row[a] = coerce_col(&s.columns[a], Value::UInt(id), n + 1).map_err(|_| {
+                        SqlError::new(1467, "Failed to read auto-increment value from storage engine")
+                    })?;
+                    first_generated.get_or_insert(id);
+                }
+            }
+            for (c, col) in s.columns.iter().enumerate() {
+                if row[c].is_null() && !col.nullable {
+                    return Err(SqlError::new(
+                        1048,
+                        format!("Column '{}' cannot be null", col.name),
+                    ));
+                }
+            }
+            let pk = if s.primary_key.is_empty() {
+                self.next_id(&p.table, None)?.to_be_bytes().to_vec()
+            } else {
+                s.key_of(&s.primary_key, &row)
+            };
+            self.check_unique(&s, &row, &pk, None)?;
+            let value = encode_stored(&s, &row)?;
+            let trx = self.trx.as_ref().expect("statement has a transaction");
+            match trx.insert(s.engine_table, &pk, &value) {
+                Ok(()) => {}
+                Err(TrxError::Duplicate) => {
+                    return Err(dup_entry(&s, &s.primary_key, &row, "PRIMARY"))
+                }
+                Err(e) => return Err(engine_err(e)),
+            }
+        }
+        if let Some(id) = first_generated {
+            self.last_insert_id = id;
+        }
+        Ok(Output::Ok {
+            affected_rows: p.rows.len() as u64,
+            last_insert_id: first_generated.unwrap_or(0),
+        })
+    }
+
+    fn update(&mut self, plan: &Plan, params: &[Value]) -> Result<Output, SqlError> {
+        let PlanKind::Update(p) = &plan.kind else {
+            unreachable!("update plan")
+        };
+        let s = p.table.schema.clone();
+        let limit = Self::limit_of(&p.limit, params)?.unwrap_or(usize::MAX);
+        let rows = self.read_rows(&p.table, &p.access, params, true, usize::MAX)?;
+        let mut changed = 0u64;
+        let mut matched = 0usize;
+        for (pk, old) in rows {
+            if matched >= limit {
+                break;
+            }
+            if !Self::passes(&p.filter, &old, params)? {
+                continue;
+            }
+            matched += 1;
+            let mut new = old.clone();
+            for (c, e) in &p.sets {
+                let v = e.eval(&Ctx {
+                    row: &new,
+                    params,
+                    aggregates: &[],
+                })?;
+                let col = &s.columns[*c];
+                let v = coerce_col(col, v, matched)?;
+                if v.is_null() && !col.nullable {
+                    return Err(SqlError::new(
+                        1048,
+                        format!("Column '{}' cannot be null", col.name),
+                    ));
+                }
+                new[*c] = v;
+            }
+            if new == old {
+                continue;
+            }
+            let new_pk = if s.primary_key.is_empty() {
+                pk.clone()
+            } else {
+                s.key_of(&s.primary_key, &new)
+            };
+            self.check_unique(&s, &new, &new_pk, Some(&old))?;
+            let value = encode_stored(&s, &new)?;
+            let trx = self.trx.as_ref().expect("statement has a transaction");
+            if new_pk != pk {
+                trx.delete(s.engine_table, &pk).map_err(engine_err)?;
+                match trx.insert(s.engine_table, &new_pk, &value) {
+                    Ok(()) => {}
+                    Err(TrxError::Duplicate) => {
+                        return Err(dup_entry(&s, &s.primary_key, &new, "PRIMARY"))
+                    }
+                    Err(e) => return Err(engine_err(e)),
+                }
+            } else {
+                trx.update(s.engine_table, &pk, &value)
+                    .map_err(engine_err)?;
+            }
+            changed += 1;
+        }
+        Ok(Output::affected(changed))
+    }
+
+    fn delete(&mut self, plan: &Plan, params: &[Value]) -> Result<Output, SqlError> {
+        let PlanKind::Delete(p) = &plan.kind else {
+            unreachable!("delete plan")
+        };
+        let limit = Self::limit_of(&p.limit, params)?.unwrap_or(usize::MAX);
+        let rows = self.read_rows(&p.table, &p.access, params, true, usize::MAX)?;
+        let mut n = 0u64;
+        for (pk, row) in rows {
+            if n as usize >= limit {
+                break;
+            }
+            if !Self::passes(&p.filter, &row, params)? {
+                continue;
+            }
+            let trx = self.trx.as_ref().expect("statement has a transaction");
+            if trx
+                .delete(p.table.schema.engine_table, &pk)
+                .map_err(engine_err)?
+            {
+                n += 1;
+            }
+        }
+        Ok(Output::affected(n))
+    }
+
+    // ---- everything else --------------------------------------------------
+
+    /// Statements that are not planned: DDL, SET, SHOW, USE, transactions.
+    fn other(&mut self, stmt: &ast::Statement) -> Result<Output, SqlError> {
+        use ast::Statement as S;
+        match stmt {
+            S::StartTransaction { .. } => {
+                self.end_trx(true)?;
+                self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+                self.explicit = true;
+                Ok(Output::ok())
+            }
+            S::Commit { .. } => {
+                self.end_trx(true)?;
+                Ok(Output::ok())
+            }
+            S::Rollback {
+                savepoint: None, ..
+            } => {
+                self.end_trx(false)?;
+                Ok(Output::ok())
+            }
+            S::Use(u) => {
+                let name = match u {
+                    ast::Use::Object(n)
+                    | ast::Use::Database(n)
+                    | ast::Use::Schema(n)
+                    | ast::Use::Catalog(n) => n.to_string(),
+                    other => return Err(unsupported(other)),
+                };
+                self.init_db(name.trim_matches('`'))
+            }
+            S::Set(set) => self.set(set),
+            S::ShowVariables { filter, global, .. } => {
+                let pattern = like_filter(filter)?;
+                let mut vars = self.variables();
+                if !global {
+                    vars.retain(|_| true);
+                }
+                let rows = vars
+                    .into_iter()
+                    .filter(|(n, _)| pattern.as_ref().is_none_or(|p| like_ci(p, n)))
+                    .map(|(n, v)| vec![t(n), t(text_of(&v))])
+                    .collect();
+                Ok(Output::Rows {
+                    columns: vec![text_col("Variable_name"), text_col("Value")],
+                    rows,
+                })
+            }
+            S::ShowStatus { filter, .. } => {
+                let pattern = like_filter(filter)?;
+                let mut rows: Vec<Vec<Value>> = self
+                    .server
+                    .engine()
+                    .registry()
+                    .snapshot()
+                    .into_iter()
+                    .map(|m| vec![t(m.name), t(m.value.to_string())])
+                    .collect();
+                rows.push(vec![
+                    t("Uptime"),
+                    t(self.server.started.elapsed().as_secs().to_string()),
+                ]);
+                rows.retain(|r| {
+                    pattern
+                        .as_ref()
+                        .is_none_or(|p| like_ci(p, &text_of(&r[0])))
+                });
+                Ok(Output::Rows {
+                    columns: vec![text_col("Variable_name"), text_col("Value")],
+                    rows,
+                })
+            }
+            S::ShowDatabases { .. } | S::ShowSchemas { .. } => {
+                let mut dbs = vec![
+                    "information_schema".to_string(),
+                    "performance_schema".to_string(),
+                ];
+                dbs.extend(self.server.catalog.databases());
+                Ok(Output::Rows {
+                    columns: vec![text_col("Database")],
+                    rows: dbs.into_iter().map(|d| vec![t(d)]).collect(),
+                })
+            }
+            S::ShowTables { show_options, .. } => {
+                let db = match &show_options.show_in {
+                    Some(ast::ShowStatementIn {
+                        parent_name: Some(n),
+                        ..
+                    }) => n.to_string(),
+                    _ => self
+                        .database
+                        .clone()
+                        .ok_or_else(|| SqlError::new(1046, "No database selected"))?,
+                };
+                let pattern = match &show_options.filter_position {
+                    Some(
+                        ast::ShowStatementFilterPosition::Suffix(f)
+                        | ast::ShowStatementFilterPosition::Infix(f),
+                    ) => like_filter(&Some(f.clone()))?,
+                    None => None,
+                };
+                let rows = self
+                    .server
+                    .catalog
+                    .tables_of(&db)
+                    .iter()
+                    .map(|e| e.schema.name.clone())
+                    .filter(|n| pattern.as_ref().is_none_or(|p| like_ci(p, n)))
+                    .map(|n| vec![t(n)])
+                    .collect();
+                Ok(Output::Rows {
+                    columns: vec![text_col(&format!("Tables_in_{db}"))],
+                    rows,
+                })
+            }
+            S::ExplainTable { table_name, .. } => self.describe(table_name),
+            S::ShowColumns { show_options, .. } => match &show_options.show_in {
+                Some(ast::ShowStatementIn {
+                    parent_name: Some(n),
+                    ..
+                }) => self.describe(n),
+                _ => Err(unsupported(stmt)),
+            },
+            S::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                self.end_trx(true)?;
+                let db = db_name.to_string().trim_matches('`').to_string();
+                let _ddl = self.server.catalog.ddl.lock().expect("poisoned");
+                if self.server.catalog.has_database(&db) {
+                    if *if_not_exists {
+                        return Ok(Output::ok());
+                    }
+                    return Err(SqlError::new(
+                        1007,
+                        format!("Can't create database '{db}'; database exists"),
+                    ));
+                }
+                self.server.catalog.create_database(&db)?;
+                Ok(Output::affected(1))
+            }
+            S::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                let name = ast::ObjectName::from(vec![ast::Ident::new(
+                    schema_name.to_string().trim_matches('`'),
+                )]);
+                let again = S::CreateDatabase {
+                    db_name: name,
+                    if_not_exists: *if_not_exists,
+                    location: None,
+                    managed_location: None,
+                    or_replace: false,
+                    transient: false,
+                    clone: None,
+                    data_retention_time_in_days: None,
+                    max_data_extension_time_in_days: None,
+                    external_volume: None,
+                    catalog: None,
+                    replace_invalid_characters: None,
+                    default_ddl_collation: None,
+                    storage_serialization_policy: None,
+                    comment: None,
+                    catalog_sync: None,
+                    catalog_sync_namespace_mode: None,
+                    catalog_sync_namespace_flatten_delimiter: None,
+                    with_tags: None,
+                    with_contacts: None,
+                };
+                self.other(&again)
+            }
+            S::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => {
+                self.end_trx(true)?;
+                match object_type {
+                    ast::ObjectType::Table => self.drop_tables(names, *if_exists),
+                    ast::ObjectType::Schema | ast::ObjectType::Database => {
+                        let db = names
+                            .first()
+                            .map(|n| n.to_string().trim_matches('`').to_string())
+                            .unwrap_or_default();
+                        self.drop_database(&db, *if_exists)
+                    }
+                    other => Err(unsupported(format!("DROP {other}"))),
+                }
+            }
+            S::CreateTable(ct) => {
+                self.end_trx(true)?;
+                self.create_table(ct)
+            }
+            S::CreateIndex(ci) => {
+                self.end_trx(true)?;
+                let name = ci
+                    .name
+                    .as_ref()
+                    .map(|n| n.to_string().trim_matches('`').to_string());
+                self.create_index(&ci.table_name, name, &ci.columns, ci.unique)
+            }
+            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(Output::ok()),
+            S::Query(_) | S::Insert(_) | S::Update { .. } | S::Delete(_) => {
+                unreachable!("planned statements do not get here")
+            }
+            other => Err(unsupported(other)),
+        }
+    }
+
+    fn describe(&mut self, name: &ast::ObjectName) -> Result<Output, SqlError> {
+        let (db, tn) = object_name(name, self)?;
+        let e = self
+            .server
+            .catalog
+            .table(&db, &tn)
+            .ok_or_else(|| no_table(&db, &tn))?;
+        let s = &e.schema;
+        let rows = s
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let key = if s.primary_key.contains(&i) {
+                    "PRI"
+                } else if s.indexes.iter().any(|x| x.columns[0] == i && x.unique) {
+                    "UNI"
+                } else if s.indexes.iter().any(|x| x.columns[0] == i) {
+                    "MUL"
+                } else {
+                    ""
+                };
+                vec![
+                    t(c.name.clone()),
+                    t(type_name(&c.ty)),
+                    t(if c.nullable { "YES" } else { "NO" }),
+                    t(key),
+                    c.default
+                        .as_ref()
+                        .map_or(Value::Null, |d| d.to_text().map_or(Value::Null, Value::Bytes)),
+                    t(if c.auto_increment {
+                        "auto_increment"
+                    } else {
+                        ""
+                    }),
+                ]
+            })
+            .collect();
+        Ok(Output::Rows {
+            columns: ["Field", "Type", "Null", "Key", "Default", "Extra"]
+                .iter()
+                .map(|n| text_col(n))
+                .collect(),
+            rows,
+        })
+    }
+
+    fn set(&mut self, set: &ast::Set) -> Result<Output, SqlError> {
+        use ast::Set as St;
+        match set {
+            St::SetNames {
+                charset_name,
+                collation_name,
+            } => {
+                let cs = charset_name.value.to_ascii_lowercase();
+                self.collation = collation_name
+                    .clone()
+                    .map(|c| c.trim_matches('\'').to_ascii_lowercase())
+                    .unwrap_or_else(|| default_collation(&cs).to_string());
+                self.character_set = cs;
+                Ok(Output::ok())
+            }
+            St::SetNamesDefault {} => {
+                self.character_set = "utf8mb4".into();
+                self.collation = "utf8mb4_general_ci".into();
+                Ok(Output::ok())
+            }
+            St::SingleAssignment {
+                scope,
+                variable,
+                values,
+                ..
+            } => {
+                let v = values.first().ok_or_else(|| plan::err_parse("SET without a value"))?;
+                self.set_one(scope.as_ref(), &variable.to_string(), v)
+            }
+            St::MultipleAssignments { assignments } => {
+                for a in assignments {
+                    self.set_one(a.scope.as_ref(), &a.name.to_string(), &a.value)?;
+                }
+                Ok(Output::ok())
+            }
+            St::SetTransaction { .. } => Ok(Output::ok()),
+            other => Err(unsupported(other)),
+        }
+    }
+
+    fn set_one(
+        &mut self,
+        scope: Option<&ast::ContextModifier>,
+        name: &str,
+        value: &ast::Expr,
+    ) -> Result<Output, SqlError> {
+        let mut global = matches!(scope, Some(ast::ContextModifier::Global));
+        let mut name = name.trim_start_matches("@@").to_ascii_lowercase();
+        for (prefix, is_global) in [("global.", true), ("session.", false), ("local.", false)] {
+            if let Some(n) = name.strip_prefix(prefix) {
+                name = n.to_string();
+                global |= is_global;
+            }
+        }
+        if name.starts_with('@') {
+            return Err(unsupported("user variables"));
+        }
+        if let Some((_, _, setter)) = global_vars().into_iter().find(|(n, _, _)| *n == name) {
+            let Some(setter) = setter else {
+                return Err(SqlError::new(
+                    1238,
+                    format!("Variable '{name}' is a read only variable"),
+                ));
+            };
+            if !global {
+                return Err(SqlError::new(
+                    1229,
+                    format!(
+                        "Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"
+                    ),
+                ));
+            }
+            let mut planner = Planner::new(&self.server.catalog, self);
+            let v = match value {
+                ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("on") => Value::Int(1),
+                ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("off") => Value::Int(0),
+                e => planner.expr_const(e)?.eval_const(&[])?,
+            };
+            setter(&self.server, &v)?;
+            return Ok(Output::ok());
+        }
+        let word = set_word(value);
+        match name.as_str() {
+            "autocommit" => match word.as_str() {
+                "1" | "on" | "true" => {
+                    if !self.autocommit {
+                        self.end_trx(true)?;
+                    }
+                    self.autocommit = true;
+                }
+                "0" | "off" | "false" => self.autocommit = false,
+                _ => {
+                    return Err(SqlError::new(
+                        1231,
+                        format!("Variable 'autocommit' can't be set to the value of '{word}'"),
+                    ))
+                }
+            },
+            "names" => {
+                self.collation = default_collation(&word).to_string();
+                self.character_set = word;
+            }
+            "character_set_client" | "character_set_connection" | "character_set_results" => {
+                if word != "null" {
+                    self.character_set = word;
+                }
+            }
+            "collation_connection" => self.collation = word,
+            _ => {
+                let known = self.variables().iter().any(|(n, _)| *n == name)
+                    || matches!(
+                        name.as_str(),
+                        "sql_mode"
+                            | "sql_select_limit"
+                            | "sql_auto_is_null"
+                            | "sql_safe_updates"
+                            | "foreign_key_checks"
+                            | "unique_checks"
+                            | "transaction_isolation"
+                            | "tx_isolation"
+                            | "transaction_read_only"
+                            | "time_zone"
+                            | "wait_timeout"
+                            | "interactive_timeout"
+                            | "net_write_timeout"
+                            | "net_read_timeout"
+                            | "sql_quote_show_create"
+                            | "group_concat_max_len"
+                            | "max_execution_time"
+                            | "session_track_schema"
+                            | "session_track_system_variables"
+                            | "session_track_state_change"
+                    );
+                if !known {
+                    return Err(SqlError::new(
+                        1193,
+                        format!("Unknown system variable '{name}'"),
+                    ));
+                }
+            }
+        }
+        Ok(Output::ok())
+    }
+
+    fn drop_database(&mut self, db: &str, if_exists: bool) -> Result<Output, SqlError> {
+        let cat = &self.server.catalog;
+        let _ddl = cat.ddl.lock().expect("poisoned");
+        if !cat.has_database(db) {
+            if if_exists {
+                return Ok(Output::ok());
+            }
+            return Err(SqlError::new(
+                1008,
+                format!("Can't drop database '{db}'; database doesn't exist"),
+            ));
+        }
+        let tables = cat.tables_of(db);
+        let timeout = self.lock_timeout();
+        let mut locked = Vec::new();
+        for e in &tables {
+            if let Err(err) = e.mdl.exclusive(timeout) {
+                for l in locked {
+                    TableEntry::release(l);
+                }
+                return Err(err);
+            }
+            locked.push(e.clone());
+        }
+        let r = cat.drop_database(db);
+        for l in locked {
+            TableEntry::release(l);
+        }
+        r?;
+        if self.database.as_deref() == Some(db) {
+            self.database = None;
+        }
+        Ok(Output::affected(tables.len() as u64))
+    }
+
+    fn drop_tables(&mut self, names: &[ast::ObjectName], if_exists: bool) -> Result<Output, SqlError> {
+        let cat = &self.server.catalog;
+        let _ddl = cat.ddl.lock().expect("poisoned");
+        let mut missing = Vec::new();
+        for n in names {
+            let (db, tn) = object_name(n, self)?;
+            let Some(e) = cat.table(&db, &tn) else {
+                missing.push(format!("{db}.{tn}"));
+                continue;
+            };
+            e.mdl.exclusive(self.lock_timeout())?;
+            let r = cat.drop_table(&e);
+            TableEntry::release(e);
+            r?;
+        }
+        if !missing.is_empty() && !if_exists {
+            return Err(SqlError::new(
+                1051,
+                format!("Unknown table '{}'", missing.join(",")),
+            ));
+        }
+        Ok(Output::ok())
+    }
+
+    fn create_table(&mut self, ct: &ast::CreateTable) -> Result<Output, SqlError> {
+        if ct.query.is_some() || ct.like.is_some() || ct.clone.is_some() {
+            return Err(unsupported("CREATE TABLE ... AS / LIKE"));
+        }
+        let (db, name) = object_name(&ct.name, self)?;
+        let cat = &self.server.catalog;
+        if !cat.has_database(&db) {
+            return Err(SqlError::new(1049, format!("Unknown database '{db}'")));
+        }
+        if name.is_empty() || name.len() > 64 {
+            return Err(SqlError::new(1103, format!("Incorrect table name '{name}'")));
+        }
+        let mut s = TableSchema {
+            db: db.clone(),
+            name: name.clone(),
+            engine_table: 0,
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            indexes: Vec::new(),
+        };
+        let mut pending: Vec<(Option<String>, Vec<ast::IndexColumn>, bool, bool)> = Vec::new();
+        for c in &ct.columns {
+            if s.column(&c.name.value).is_some() {
+                return Err(SqlError::new(
+                    1060,
+                    format!("Duplicate column name '{}'", c.name.value),
+                ));
+            }
+            let ty = column_type(&c.data_type)?;
+            let mut col = ColumnSchema {
+                name: c.name.value.clone(),
+                ty,
+                nullable: true,
+                auto_increment: false,
+                default: None,
+            };
+            let mut default_expr = None;
+            for o in &c.options {
+                match &o.option {
+                    ast::ColumnOption::Null => col.nullable = true,
+                    ast::ColumnOption::NotNull => col.nullable = false,
+                    ast::ColumnOption::Default(e) => default_expr = Some(e.clone()),
+                    ast::ColumnOption::Unique { is_primary, .. } => {
+                        let ic = vec![ast::IndexColumn {
+                            column: ast::OrderByExpr {
+                                expr: ast::Expr::Identifier(c.name.clone()),
+                                options: ast::OrderByOptions {
+                                    asc: None,
+                                    nulls_first: None,
+                                },
+                                with_fill: None,
+                            },
+                            operator_class: None,
+                        }];
+                        pending.push((None, ic, true, *is_primary));
+                    }
+                    ast::ColumnOption::DialectSpecific(tokens)
+                        if tokens
+                            .iter()
+                            .any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
+                    {
+                        col.auto_increment = true
+                    }
+                    ast::ColumnOption::CharacterSet(_)
+                    | ast::ColumnOption::Collation(_)
+                    | ast::ColumnOption::Comment(_)
+                    | ast::ColumnOption::OnUpdate(_) => {}
+                    other => return Err(unsupported(format!("column option {other}"))),
+                }
+            }
+            if let Some(e) = default_expr {
+                let mut planner = Planner::new(cat, self);
+                let v = planner.expr_const(&e)?.eval_const(&[])?;
+                if v.is_null() {
+                    if !col.nullable {
+                        return Err(SqlError::new(
+                            1067,
+                            format!("Invalid default value for '{}'", col.name),
+                        ));
+                    }
+                } else {
+                    col.default = Some(v.coerce(&ty).map_err(|_| {
+                        SqlError::new(1067, format!("Invalid default value for '{}'", col.name))
+                    })?);
+                }
+            }
+            if col.auto_increment
+                && !matches!(
+                    ty,
+                    ColumnType::TinyInt { .. }
+                        | ColumnType::SmallInt { .. }
+                        | ColumnType::Int { .. }
+                        | ColumnType::BigInt { .. }
+                )
+            {
+                return Err(SqlError::new(
+                    1063,
+                    format!("Incorrect column specifier for column '{}'", col.name),
+                ));
+            }
+            s.columns.push(col);
+        }
+        if s.columns.is_empty() {
+            return Err(SqlError::new(1113, "A table must have at least 1 column"));
+        }
+        for c in &ct.constraints {
+            match c {
+                ast::TableConstraint::PrimaryKey { columns, .. } => {
+                    pending.push((None, columns.clone(), true, true))
+                }
+                ast::TableConstraint::Unique {
+                    name,
+                    index_name,
+                    columns,
+                    ..
+                } => pending.push((
+                    index_name.as_ref().or(name.as_ref()).map(|i| i.value.clone()),
+                    columns.clone(),
+                    true,
+                    false,
+                )),
+                ast::TableConstraint::Index { name, columns, .. } => pending.push((
+                    name.as_ref().map(|i| i.value.clone()),
+                    columns.clone(),
+                    false,
+                    false,
+                )),
+                other => return Err(unsupported(other)),
+            }
+        }
+        for (iname, cols, unique, primary) in pending {
+            let cols = index_columns(&s, &cols)?;
+            if primary {
+                if !s.primary_key.is_empty() {
+                    return Err(SqlError::new(1068, "Multiple primary key defined"));
+                }
+                for &c in &cols {
+                    s.columns[c].nullable = false;
+                }
+                s.primary_key = cols;
+            } else {
+                add_index(&mut s, iname, cols, unique)?;
+            }
+        }
+        if let Some(a) = s.auto_increment_column() {
+            let keyed = s.primary_key.first() == Some(&a)
+                || s.indexes.iter().any(|i| i.columns[0] == a);
+            if !keyed || s.columns.iter().filter(|c| c.auto_increment).count() > 1 {
+                return Err(SqlError::new(
+                    1075,
+                    "Incorrect table definition; there can be only one auto column and it \
+                     must be defined as a key",
+                ));
+            }
+        }
+        check_key_sizes(&s, self.server.engine().store().pool().page_size())?;
+        let _ddl = cat.ddl.lock().expect("poisoned");
+        if cat.table(&db, &name).is_some() {
+            if ct.if_not_exists {
+                return Ok(Output::ok());
+            }
+            return Err(SqlError::new(
+                1050,
+                format!("Table '{name}' already exists"),
+            ));
+        }
+        cat.create_table(s)?;
+        Ok(Output::ok())
+    }
+
+    /// CREATE INDEX: the table is rebuilt with the new index (rows copied to
+    /// a new engine table in batches, then the catalog switches to it in
+    /// one transaction) while its exclusive metadata lock keeps writers out.
+    fn create_index(
+        &mut self,
+        table: &ast::ObjectName,
+        name: Option<String>,
+        cols: &[ast::IndexColumn],
+        unique: bool,
+    ) -> Result<Output, SqlError> {
+        let (db, tn) = object_name(table, self)?;
+        let cat = &self.server.catalog;
+        let _ddl = cat.ddl.lock().expect("poisoned");
+        let old = cat.table(&db, &tn).ok_or_else(|| no_table(&db, &tn))?;
+        let mut s = (*old.schema).clone();
+        let cols = index_columns(&s, cols)?;
+        add_index(&mut s, name, cols, unique)?;
+        check_key_sizes(&s, self.server.engine().store().pool().page_size())?;
+        old.mdl.exclusive(self.lock_timeout())?;
+        let r = self.rebuild(&old, s);
+        TableEntry::release(old);
+        r?;
+        Ok(Output::ok())
+    }
+
+    fn rebuild(&self, old: &TableEntry, mut s: TableSchema) -> Result<(), SqlError> {
+        let cat = &self.server.catalog;
+        let engine = self.server.engine();
+        s.engine_table = engine.create_table(&s.engine_keys()).map_err(engine_err)?;
+        let copy = || -> Result<u64, SqlError> {
+            let mut from: Option<Vec<u8>> = None;
+            let mut copied = 0u64;
+            loop {
+                let reader = engine.begin(Isolation::RepeatableRead);
+                let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                let batch = reader
+                    .scan(old.schema.engine_table, bound, Bound::Unbounded, COPY_BATCH_ROWS)
+                    .map_err(engine_err)?;
+                reader.commit().map_err(engine_err)?;
+                if batch.is_empty() {
+                    return Ok(copied);
+                }
+                let writer = engine.begin(Isolation::RepeatableRead);
+                for (pk, v) in &batch {
+                    let row = decode_stored(&old.schema, v)?;
+                    self.check_unique_in(&writer, &s, &row, pk)?;
+                    writer
+                        .insert(s.engine_table, pk, &encode_stored(&s, &row)?)
+                        .map_err(engine_err)?;
+                }
+                writer.commit().map_err(engine_err)?;
+                copied += batch.len() as u64;
+                from = batch.last().map(|(k, _)| k.clone());
+            }
+        };
+        match copy() {
+            Ok(n) => {
+                tracing::info!(table = %s.name, rows = n, "table rebuilt with a new index");
+                cat.replace_table(old, s)?;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = engine.drop_table(s.engine_table);
+                Err(e)
+            }
+        }
+    }
+
+    fn check_unique_in(
+        &self,
+        trx: &Trx,
+        s: &TableSchema,
+        row: &[Value],
+        pk: &[u8],
+    ) -> Result<(), SqlError> {
+        for (i, idx) in s.indexes.iter().enumerate() {
+            if !idx.unique || idx.columns.iter().any(|&c| row[c].is_null()) {
+                continue;
+            }
+            let key = s.key_of(&idx.columns, row);
+            let hits = trx
+                .scan_secondary(s.engine_table, i, &key, &key, 2)
+                .map_err(engine_err)?;
+            if hits.iter().any(|(other, _)| other.as_slice() != pk) {
+                return Err(dup_entry(s, &idx.columns, row, &idx.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A connection that goes away rolls back what it left open.
+        let _ = self.end_trx(false);
+    }
+}
+
+impl TableEntry {
+    fn release(e: Arc<TableEntry>) {
+        e.mdl.release_exclusive();
+    }
+}
+
+fn add_index(
+    s: &mut TableSchema,
+    name: Option<String>,
+    cols: Vec<usize>,
+    unique: bool,
+) -> Result<(), SqlError> {
+    if cols.is_empty() {
+        return Err(plan::err_parse("an index needs columns"));
+    }
+    let name = name.unwrap_or_else(|| {
+        let base = s.columns[cols[0]].name.clone();
+        let mut n = base.clone();
+        let mut i = 2;
+        while s.indexes.iter().any(|x| x.name.eq_ignore_ascii_case(&n)) {
+            n = format!("{base}_{i}");
+            i += 1;
+        }
+        n
+    });
+    if s.indexes.iter().any(|x| x.name.eq_ignore_ascii_case(&name)) {
+        return Err(SqlError::new(1061, format!("Duplicate key name '{name}'")));
+    }
+    if s.indexes.len() >= 32 {
+        return Err(SqlError::new(1069, "Too many keys specified; max 32 keys allowed"));
+    }
+    s.indexes.push(IndexSchema {
+        name,
+        columns: cols,
+        unique,
+    });
+    Ok(())
+}
+
+/// The most bytes a key of `ty` can take in the key encoding.
+fn max_key_bytes(ty: &ColumnType) -> usize {
+    match ty {
+        ColumnType::Char(n) | ColumnType::VarChar(n) => (*n as usize * 4) * 9 / 8 + 10,
+        ColumnType::Text | ColumnType::Blob => usize::MAX / 4,
+        _ => 20,
+    }
+}
+
+/// Index entries must fit the B+tree's record limit (a page / 8): MySQL's
+/// 1071 "Specified key was too long" when they cannot.
+fn check_key_sizes(s: &TableSchema, page_size: usize) -> Result<(), SqlError> {
+    let limit = page_size / 8 - 64;
+    let pk: usize = if s.primary_key.is_empty() {
+        8
+    } else {
+        s.primary_key.iter().map(|&c| max_key_bytes(&s.columns[c].ty)).sum()
+    };
+    let too_long = |n: usize| {
+        SqlError::new(
+            1071,
+            format!("Specified key was too long; max key length is {limit} bytes (needed {n})"),
+        )
+    };
+    if pk > limit {
+        return Err(too_long(pk));
+    }
+    for i in &s.indexes {
+        let n: usize = i
+            .columns
+            .iter()
+            .map(|&c| max_key_bytes(&s.columns[c].ty))
+            .fold(pk, usize::saturating_add);
+        if n > limit {
+            return Err(too_long(n));
+        }
+    }
+    Ok(())
+}
+
+fn type_name(ty: &ColumnType) -> String {
+    match ty {
+        ColumnType::TinyInt { unsigned } => format!("tinyint{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::SmallInt { unsigned } => format!("smallint{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::Int { unsigned } => format!("int{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::BigInt { unsigned } => format!("bigint{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::Double => "double".into(),
+        ColumnType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
+        ColumnType::Char(n) => format!("char({n})"),
+        ColumnType::VarChar(n) => format!("varchar({n})"),
+        ColumnType::Text => "text".into(),
+        ColumnType::Blob => "blob".into(),
+        ColumnType::DateTime => "datetime".into(),
+        ColumnType::Timestamp => "timestamp".into(),
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    v.to_text()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn like_filter(f: &Option<ast::ShowStatementFilter>) -> Result<Option<String>, SqlError> {
+    match f {
+        None => Ok(None),
+        Some(ast::ShowStatementFilter::Like(p)) | Some(ast::ShowStatementFilter::NoKeyword(p)) => {
+            Ok(Some(p.clone()))
+        }
+        Some(other) => Err(unsupported(other)),
+    }
+}
+
+/// `?` outside quotes, backquotes and comments.
+fn count_placeholders(sql: &str) -> usize {
+    let mut n = 0;
+    let mut quote = None;
+    for c in sql.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            None if c == '?' => n += 1,
+            None => {}
+        }
+    }
+    n
+}
+
+fn aggregate(p: &SelectPlan, rows: &[Vec<Value>], params: &[Value]) -> Result<Vec<Value>, SqlError> {
+    let mut out = Vec::with_capacity(p.aggregates.len());
+    for a in &p.aggregates {
+        let mut vals = Vec::new();
+        let mut count = 0u64;
+        for r in rows {
+            match &a.arg {
+                None => count += 1,
+                Some(e) => {
+                    let v = e.eval(&Ctx {
+                        row: r,
+                        params,
+                        aggregates: &[],
+                    })?;
+                    if !v.is_null() {
+                        vals.push(v);
+                    }
+                }
+            }
+        }
+        if a.distinct {
+            let mut seen = HashSet::new();
+            vals.retain(|v| seen.insert(v.to_text()));
+        }
+        let v = match a.kind {
+            AggKind::Count => Value::Int(if a.arg.is_none() { count } else { vals.len() as u64 } as i64),
+            AggKind::Min | AggKind::Max => {
+                let mut best: Option<Value> = None;
+                for v in vals {
+                    let better = match &best {
+                        None => true,
+                        Some(b) => {
+                            let o = compare_values(&v, b);
+                            if a.kind == AggKind::Min {
+                                o == CmpOrdering::Less
+                            } else {
+                                o == CmpOrdering::Greater
+                            }
+                        }
+                    };
+                    if better {
+                        best = Some(v);
+                    }
+                }
+                best.unwrap_or(Value::Null)
+            }
+            AggKind::Sum | AggKind::Avg => {
+                if vals.is_empty() {
+                    Value::Null
+                } else {
+                    sum_avg(a.kind, &vals)?
+                }
+            }
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// SUM exact over integers and decimals (as MySQL's DECIMAL result), as a
+/// double when any input is one; AVG as a double.
+fn sum_avg(kind: AggKind, vals: &[Value]) -> Result<Value, SqlError> {
+    let n = vals.len() as f64;
+    let exact = vals
+        .iter()
+        .all(|v| matches!(v, Value::Int(_) | Value::UInt(_) | Value::Decimal { .. }));
+    if kind == AggKind::Avg || !exact {
+        let s: f64 = vals.iter().map(crate::expr::as_double).sum();
+        return Ok(Value::Double(if kind == AggKind::Avg { s / n } else { s }));
+    }
+    let scale = vals
+        .iter()
+        .map(|v| match v {
+            Value::Decimal { scale, .. } => *scale,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut sum: i128 = 0;
+    for v in vals {
+        let (u, s) = match v {
+            Value::Int(i) => (i128::from(*i), 0),
+            Value::UInt(u) => (i128::from(*u), 0),
+            Value::Decimal { unscaled, scale } => (*unscaled, *scale),
+            _ => unreachable!("exact values only"),
+        };
+        let scaled = 10i128
+            .checked_pow(u32::from(scale - s))
+            .and_then(|m| u.checked_mul(m))
+            .ok_or_else(|| SqlError::new(1690, "DECIMAL value is out of range in 'sum'"))?;
+        sum = sum
+            .checked_add(scaled)
+            .ok_or_else(|| SqlError::new(1690, "DECIMAL value is out of range in 'sum'"))?;
+    }
+    Ok(Value::Decimal {
+        unscaled: sum,
+        scale,
+    })
+}
+
+#[cfg(test)]
+mod tests;
