@@ -12,12 +12,12 @@
 
 use crate::session::{SessionHandle, SessionStatus};
 use crate::stmt_types::{StmtTypes, TypedReader};
-use millrace_sql::plan::{OutColumn, ResultKind};
-use millrace_sql::{ConnInfo, Output, SqlError, Value};
 use async_trait::async_trait;
 use clap::Args;
 use millrace_io::FsStorage;
 use millrace_metrics::Registry;
+use millrace_sql::plan::{OutColumn, ResultKind};
+use millrace_sql::{ConnInfo, Output, SqlError, Value};
 use millrace_sys::cpu::{CpuBudget, CpuProbe};
 use millrace_trx::{Engine, TrxConfig};
 use opensrv_mysql::{
@@ -721,7 +721,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         match self.session()?.prepare(query).await? {
             Ok((id, params, columns)) => {
                 let count = u16::try_from(params).unwrap_or(u16::MAX);
-                self.stmt_types.lock().expect("poisoned").prepared(id, count);
+                self.stmt_types
+                    .lock()
+                    .expect("poisoned")
+                    .prepared(id, count);
                 let params: Vec<Column> = (0..params)
                     .map(|_| Column {
                         table: String::new(),
@@ -733,7 +736,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 let columns: Vec<Column> = columns.iter().map(protocol_column).collect();
                 info.reply(id, &params, &columns).await
             }
-            Err(e) => info.error(ErrorKind::from(e.code), e.message.as_bytes()).await,
+            Err(e) => {
+                info.error(ErrorKind::from(e.code), e.message.as_bytes())
+                    .await
+            }
         }
     }
 

@@ -106,10 +106,7 @@ impl SessionHandle {
         let _ = self.tx.send(Request::Close(id));
     }
 
-    async fn call<T>(
-        &self,
-        req: impl FnOnce(oneshot::Sender<T>) -> Request,
-    ) -> std::io::Result<T> {
+    async fn call<T>(&self, req: impl FnOnce(oneshot::Sender<T>) -> Request) -> std::io::Result<T> {
         let (reply, rx) = oneshot::channel();
         let gone = || std::io::Error::other("session thread ended");
         self.tx.send(req(reply)).map_err(|_| gone())?;

@@ -5,11 +5,11 @@
 //! run against the server too.
 
 use sha1::{Digest, Sha1};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -221,7 +221,10 @@ fn raw_protocol_auth_commands_and_connection_limit() {
         c.read_packet();
     }
     let (code, _, _) = err(&c.command(0x16, b"SET @@autocommit = ?")[0]);
-    assert_eq!(code, 1295, "COM_STMT_PREPARE of a statement that cannot be prepared");
+    assert_eq!(
+        code, 1295,
+        "COM_STMT_PREPARE of a statement that cannot be prepared"
+    );
 
     // A garbage packet closes that connection only.
     let mut bad = RawClient::open(addr);
@@ -449,8 +452,11 @@ fn kill9_during_oltp_write_only_loses_no_acknowledged_commit() {
     };
     assert!(sysbench("prepare", "1").wait().unwrap().success());
     let mut load = sysbench("run", "64");
-    let acked: Arc<Vec<std::sync::atomic::AtomicU64>> =
-        Arc::new((0..4).map(|_| std::sync::atomic::AtomicU64::new(0)).collect());
+    let acked: Arc<Vec<std::sync::atomic::AtomicU64>> = Arc::new(
+        (0..4)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect(),
+    );
     let counters: Vec<_> = (0..4)
         .map(|i| {
             let acked = acked.clone();

@@ -106,7 +106,10 @@ fn every_oltp_script_in_both_ps_modes() {
                     }
                 }
             }
-            eprintln!("{script} --db-ps-mode={mode}: {:.1} s", t0.elapsed().as_secs_f64());
+            eprintln!(
+                "{script} --db-ps-mode={mode}: {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
         }
     }
     // cleanup dropped every table.

@@ -448,9 +448,8 @@ impl Catalog {
             if let Some(db) = k.strip_prefix(b"D\0") {
                 databases.insert(String::from_utf8_lossy(db).into_owned());
             } else if k.starts_with(b"T\0") {
-                let s = TableSchema::decode(&v).map_err(|e| {
-                    SqlError::new(1877, format!("catalog row damaged: {e}"))
-                })?;
+                let s = TableSchema::decode(&v)
+                    .map_err(|e| SqlError::new(1877, format!("catalog row damaged: {e}")))?;
                 tables.insert(
                     (s.db.clone(), s.name.clone()),
                     Arc::new(TableEntry {
@@ -493,7 +492,12 @@ impl Catalog {
     }
 
     pub fn databases(&self) -> Vec<String> {
-        self.databases.read().expect("poisoned").iter().cloned().collect()
+        self.databases
+            .read()
+            .expect("poisoned")
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn has_database(&self, db: &str) -> bool {
@@ -511,7 +515,12 @@ impl Catalog {
     }
 
     pub fn all_tables(&self) -> Vec<Arc<TableEntry>> {
-        self.tables.read().expect("poisoned").values().cloned().collect()
+        self.tables
+            .read()
+            .expect("poisoned")
+            .values()
+            .cloned()
+            .collect()
     }
 
     pub fn table(&self, db: &str, name: &str) -> Option<Arc<TableEntry>> {
@@ -536,7 +545,10 @@ impl Catalog {
 
     pub fn create_database(&self, db: &str) -> Result<(), SqlError> {
         self.change(|t| t.insert(self.table_id, &db_key(db), &[CATALOG_VERSION]))?;
-        self.databases.write().expect("poisoned").insert(db.to_string());
+        self.databases
+            .write()
+            .expect("poisoned")
+            .insert(db.to_string());
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -622,7 +634,10 @@ impl Catalog {
 
     pub fn drop_table(&self, entry: &TableEntry) -> Result<(), SqlError> {
         let s = &entry.schema;
-        self.change(|t| t.delete(self.table_id, &table_key(&s.db, &s.name)).map(|_| ()))?;
+        self.change(|t| {
+            t.delete(self.table_id, &table_key(&s.db, &s.name))
+                .map(|_| ())
+        })?;
         self.tables
             .write()
             .expect("poisoned")

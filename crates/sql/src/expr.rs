@@ -307,7 +307,12 @@ impl Expr {
                             _ => boolean(false),
                         }
                     }
-                    BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq => {
+                    BinOp::Eq
+                    | BinOp::NotEq
+                    | BinOp::Lt
+                    | BinOp::LtEq
+                    | BinOp::Gt
+                    | BinOp::GtEq => {
                         let b = r.eval(cx)?;
                         if a.is_null() || b.is_null() {
                             return Ok(Value::Null);
@@ -432,7 +437,9 @@ impl Expr {
             Expr::Between {
                 expr, low, high, ..
             } => expr.has_param() || low.has_param() || high.has_param(),
-            Expr::InList { expr, list, .. } => expr.has_param() || list.iter().any(|e| e.has_param()),
+            Expr::InList { expr, list, .. } => {
+                expr.has_param() || list.iter().any(|e| e.has_param())
+            }
             Expr::Like { expr, pattern, .. } => expr.has_param() || pattern.has_param(),
             Expr::Call(_, args) => args.iter().any(|a| a.has_param()),
         }
@@ -562,9 +569,17 @@ mod tests {
         assert_eq!(and.eval(&cx).unwrap(), Value::Int(0));
         let or = Expr::Binary(BinOp::Or, lit(Value::Null), lit(Value::Int(0)));
         assert_eq!(or.eval(&cx).unwrap(), Value::Null);
-        let eq = Expr::Binary(BinOp::Eq, lit(Value::Bytes(b"10".to_vec())), lit(Value::Int(10)));
+        let eq = Expr::Binary(
+            BinOp::Eq,
+            lit(Value::Bytes(b"10".to_vec())),
+            lit(Value::Int(10)),
+        );
         assert_eq!(eq.eval(&cx).unwrap(), Value::Int(1));
-        let add = Expr::Binary(BinOp::Plus, lit(Value::Int(i64::MAX)), lit(Value::Int(i64::MAX)));
+        let add = Expr::Binary(
+            BinOp::Plus,
+            lit(Value::Int(i64::MAX)),
+            lit(Value::Int(i64::MAX)),
+        );
         assert_eq!(add.eval(&cx).unwrap(), Value::UInt(u64::MAX - 1));
         let mul = Expr::Binary(BinOp::Mul, lit(Value::Int(i64::MAX)), lit(Value::Int(4)));
         assert_eq!(mul.eval(&cx).unwrap_err().code, 1690);

@@ -20,11 +20,11 @@
 pub mod catalog;
 pub mod expr;
 pub mod keycode;
-pub mod row;
-pub mod types;
 pub mod plan;
+pub mod row;
 pub mod session;
 pub mod shape;
+pub mod types;
 pub mod vtab;
 
 use std::fmt;

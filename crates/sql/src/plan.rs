@@ -181,10 +181,7 @@ impl Plan {
 }
 
 pub fn err_parse(msg: impl std::fmt::Display) -> SqlError {
-    SqlError::new(
-        1064,
-        format!("You have an error in your SQL syntax: {msg}"),
-    )
+    SqlError::new(1064, format!("You have an error in your SQL syntax: {msg}"))
 }
 
 pub fn unsupported(what: impl std::fmt::Display) -> SqlError {
@@ -501,8 +498,16 @@ impl<'a> Planner<'a> {
                         let names = v.column_names();
                         (Source::Virtual(v), names, t, alias)
                     } else {
-                        let entry = self.catalog.table(&db, &t).ok_or_else(|| no_table(&db, &t))?;
-                        let names = entry.schema.columns.iter().map(|c| c.name.clone()).collect();
+                        let entry = self
+                            .catalog
+                            .table(&db, &t)
+                            .ok_or_else(|| no_table(&db, &t))?;
+                        let names = entry
+                            .schema
+                            .columns
+                            .iter()
+                            .map(|c| c.name.clone())
+                            .collect();
                         (Source::Table(entry), names, t, alias)
                     }
                 }
@@ -533,7 +538,8 @@ impl<'a> Planner<'a> {
                         items.push(Expr::Column(i));
                     }
                 }
-                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
                     let before = self.params;
                     let x = self.item_expr(e, &scope, &mut aggregates)?;
                     if self.params != before {
@@ -557,8 +563,7 @@ impl<'a> Planner<'a> {
                                 ..
                             } => ResultKind::Int,
                             Aggregate {
-                                kind: AggKind::Sum,
-                                ..
+                                kind: AggKind::Sum, ..
                             } => ResultKind::Decimal,
                             Aggregate {
                                 kind: AggKind::Avg, ..
@@ -625,9 +630,10 @@ impl<'a> Planner<'a> {
                     ast::Expr::Value(v) => match &v.value {
                         ast::Value::Number(n, _) => {
                             let p: usize = n.parse().unwrap_or(0);
-                            items.get(p.wrapping_sub(1)).cloned().ok_or_else(|| {
-                                unknown_column(n, "order clause")
-                            })?
+                            items
+                                .get(p.wrapping_sub(1))
+                                .cloned()
+                                .ok_or_else(|| unknown_column(n, "order clause"))?
                         }
                         ast::Value::Placeholder(_) => {
                             self.params += 1;
@@ -638,7 +644,10 @@ impl<'a> Planner<'a> {
                     },
                     // ORDER BY <alias>
                     ast::Expr::Identifier(id)
-                        if scope.names.iter().all(|n| !n.eq_ignore_ascii_case(&id.value)) =>
+                        if scope
+                            .names
+                            .iter()
+                            .all(|n| !n.eq_ignore_ascii_case(&id.value)) =>
                     {
                         let at = columns
                             .iter()
@@ -668,7 +677,10 @@ impl<'a> Planner<'a> {
                     .map(|o| self.expr(&o.value, &scope))
                     .transpose()?;
             }
-            Some(ast::LimitClause::OffsetCommaLimit { offset: o, limit: l }) => {
+            Some(ast::LimitClause::OffsetCommaLimit {
+                offset: o,
+                limit: l,
+            }) => {
                 offset = Some(self.expr(o, &scope)?);
                 limit = Some(self.expr(l, &scope)?);
             }
@@ -679,14 +691,12 @@ impl<'a> Planner<'a> {
             [_] => false, // LOCK IN SHARE MODE / FOR SHARE: a consistent read here
             _ => return Err(unsupported("several lock clauses")),
         };
-        if !aggregates.is_empty() {
-            if items.iter().any(uses_column) {
-                return Err(SqlError::new(
-                    1140,
-                    "In aggregated query without GROUP BY, a nonaggregated column is \
-                     not allowed (only_full_group_by)",
-                ));
-            }
+        if !aggregates.is_empty() && items.iter().any(uses_column) {
+            return Err(SqlError::new(
+                1140,
+                "In aggregated query without GROUP BY, a nonaggregated column is \
+                 not allowed (only_full_group_by)",
+            ));
         }
         let access = match &source {
             Source::Table(t) => access_path(t, filter.as_ref()),
@@ -773,7 +783,10 @@ impl<'a> Planner<'a> {
         };
         if let Some(q) = qual {
             let ok = q.eq_ignore_ascii_case(scope.table)
-                || scope.alias.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(q));
+                || scope
+                    .alias
+                    .as_deref()
+                    .is_some_and(|a| a.eq_ignore_ascii_case(q));
             if !ok {
                 return Err(unknown_column(&parts.join("."), "field list"));
             }
@@ -805,15 +818,23 @@ impl<'a> Planner<'a> {
                         .iter()
                         .find_map(|p| var.to_ascii_lowercase().strip_prefix(p).map(String::from))
                         .unwrap_or_else(|| var.to_ascii_lowercase());
-                    return self.session.variable(&var).map(Expr::Literal).ok_or_else(|| {
-                        SqlError::new(1193, format!("Unknown system variable '{var}'"))
-                    });
+                    return self
+                        .session
+                        .variable(&var)
+                        .map(Expr::Literal)
+                        .ok_or_else(|| {
+                            SqlError::new(1193, format!("Unknown system variable '{var}'"))
+                        });
                 }
                 if id.quote_style == Some('"') || id.quote_style == Some('\'') {
                     return Ok(Expr::Literal(Value::Bytes(id.value.clone().into_bytes())));
                 }
                 let lower = id.value.to_ascii_lowercase();
-                if scope.names.iter().all(|n| !n.eq_ignore_ascii_case(&id.value)) {
+                if scope
+                    .names
+                    .iter()
+                    .all(|n| !n.eq_ignore_ascii_case(&id.value))
+                {
                     if let Some(v) = self.session.function(&lower) {
                         // CURRENT_USER, CURRENT_TIMESTAMP, ... without ().
                         self.volatile = true;

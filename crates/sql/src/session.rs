@@ -11,8 +11,8 @@
 use crate::catalog::{Catalog, ColumnSchema, IndexSchema, TableEntry, TableSchema};
 use crate::expr::{compare_values, truth, Ctx, Expr};
 use crate::plan::{
-    self, no_table, object_name, unsupported, Access, AggKind, OutColumn, Plan, PlanKind,
-    Planner, ResultKind, SelectPlan, SessionInfo, Source,
+    self, no_table, object_name, unsupported, Access, AggKind, OutColumn, Plan, PlanKind, Planner,
+    ResultKind, SelectPlan, SessionInfo, Source,
 };
 use crate::types::{ColumnType, Value};
 use crate::{decode_row, encode_key, encode_row, SqlError};
@@ -40,6 +40,11 @@ const COPY_BATCH_ROWS: usize = 1000;
 /// Key bytes appended to a key prefix to make an inclusive upper bound
 /// over every key that starts with it (no key encoding has so many 0xFF).
 const HIGH_SUFFIX: [u8; 24] = [0xFF; 24];
+
+/// A decoded row with its primary key.
+type KeyedRow = (Vec<u8>, Vec<Value>);
+/// A stored row: primary key and value bytes.
+type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// What a statement returns.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,7 +168,11 @@ fn decode_stored(s: &TableSchema, value: &[u8]) -> Result<Vec<Value>, SqlError> 
 
 /// Encodes a row of `s` (coerced values) as the engine stores it.
 fn encode_stored(s: &TableSchema, row: &[Value]) -> Result<Vec<u8>, SqlError> {
-    let keys: Vec<Vec<u8>> = s.indexes.iter().map(|i| s.key_of(&i.columns, row)).collect();
+    let keys: Vec<Vec<u8>> = s
+        .indexes
+        .iter()
+        .map(|i| s.key_of(&i.columns, row))
+        .collect();
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     let mut payload = Vec::new();
     encode_row(row, &s.types(), &mut payload).map_err(corrupt)?;
@@ -171,12 +180,8 @@ fn encode_stored(s: &TableSchema, row: &[Value]) -> Result<Vec<u8>, SqlError> {
 }
 
 fn coerce_col(c: &ColumnSchema, v: Value, row: usize) -> Result<Value, SqlError> {
-    v.coerce(&c.ty).map_err(|e| {
-        SqlError::new(
-            e.mysql_code(),
-            format!("{e} '{}' at row {row}", c.name),
-        )
-    })
+    v.coerce(&c.ty)
+        .map_err(|e| SqlError::new(e.mysql_code(), format!("{e} '{}' at row {row}", c.name)))
 }
 
 fn dup_entry(s: &TableSchema, cols: &[usize], row: &[Value], key: &str) -> SqlError {
@@ -260,9 +265,7 @@ impl SessionInfo for Session {
             "connection_id" => Some(Value::Int(i64::from(self.conn.connection_id))),
             "version" => t(SERVER_VERSION.into()),
             "last_insert_id" => Some(Value::UInt(self.last_insert_id)),
-            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" => {
-                Some(now())
-            }
+            "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp" => Some(now()),
             _ => None,
         }
     }
@@ -308,7 +311,11 @@ fn global_vars() -> Vec<(&'static str, Getter, Option<Setter>)> {
         (
             "innodb_lock_wait_timeout",
             |s| {
-                let ms = s.engine().settings().lock_wait_timeout_ms.load(Ordering::Relaxed);
+                let ms = s
+                    .engine()
+                    .settings()
+                    .lock_wait_timeout_ms
+                    .load(Ordering::Relaxed);
                 Value::UInt(ms / 1000)
             },
             Some(|s, v| {
@@ -325,7 +332,10 @@ fn global_vars() -> Vec<(&'static str, Getter, Option<Setter>)> {
             |s| Value::UInt(s.engine().settings().max_purge_lag.load(Ordering::Relaxed)),
             Some(|s, v| {
                 let n = set_u64(v, "innodb_max_purge_lag")?;
-                s.engine().settings().max_purge_lag.store(n, Ordering::Relaxed);
+                s.engine()
+                    .settings()
+                    .max_purge_lag
+                    .store(n, Ordering::Relaxed);
                 Ok(())
             }),
         ),
@@ -380,7 +390,14 @@ fn global_vars() -> Vec<(&'static str, Getter, Option<Setter>)> {
         ),
         (
             "millrace_undo_quota_bytes",
-            |s| Value::UInt(s.engine().settings().undo_quota_bytes.load(Ordering::Relaxed)),
+            |s| {
+                Value::UInt(
+                    s.engine()
+                        .settings()
+                        .undo_quota_bytes
+                        .load(Ordering::Relaxed),
+                )
+            },
             Some(|s, v| {
                 let n = set_u64(v, "millrace_undo_quota_bytes")?;
                 s.engine()
@@ -486,12 +503,10 @@ fn column_type(dt: &ast::DataType) -> Result<ColumnType, SqlError> {
             }
         }
         D::Char(n) | D::Character(n) => ColumnType::Char(len(n, 1)),
-        D::Varchar(n) | D::CharVarying(n) | D::CharacterVarying(n) | D::Nvarchar(n) => {
-            match n {
-                None => return Err(plan::err_parse("VARCHAR needs a length")),
-                n => ColumnType::VarChar(len(n, 0)),
-            }
-        }
+        D::Varchar(n) | D::CharVarying(n) | D::CharacterVarying(n) | D::Nvarchar(n) => match n {
+            None => return Err(plan::err_parse("VARCHAR needs a length")),
+            n => ColumnType::VarChar(len(n, 0)),
+        },
         D::Text | D::TinyText | D::MediumText | D::LongText | D::String(_) => ColumnType::Text,
         D::Blob(_) | D::TinyBlob | D::MediumBlob | D::LongBlob | D::Bytea => ColumnType::Blob,
         D::Binary(_) | D::Varbinary(_) => ColumnType::Blob,
@@ -504,10 +519,7 @@ fn column_type(dt: &ast::DataType) -> Result<ColumnType, SqlError> {
     Ok(ty)
 }
 
-fn index_columns(
-    s: &TableSchema,
-    cols: &[ast::IndexColumn],
-) -> Result<Vec<usize>, SqlError> {
+fn index_columns(s: &TableSchema, cols: &[ast::IndexColumn]) -> Result<Vec<usize>, SqlError> {
     cols.iter()
         .map(|c| {
             let name = match &c.column.expr {
@@ -681,9 +693,9 @@ impl Session {
                 },
             };
             if let Some(plan) = plan {
-                match self.run_plan(&plan, &literals)? {
-                    Some(out) => return Ok(out),
-                    None => {} // the catalog changed under the plan: plan again below
+                // None: the catalog changed under the plan; plan again below.
+                if let Some(out) = self.run_plan(&plan, &literals)? {
+                    return Ok(out);
                 }
             }
         }
@@ -731,7 +743,10 @@ impl Session {
             ));
         };
         if params.len() != p.params {
-            return Err(SqlError::new(1210, "Incorrect arguments to mysqld_stmt_execute"));
+            return Err(SqlError::new(
+                1210,
+                "Incorrect arguments to mysqld_stmt_execute",
+            ));
         }
         let stmt = p.stmt.clone();
         let plan = p.plan.clone();
@@ -757,7 +772,10 @@ impl Session {
                     return Ok(out);
                 }
             }
-            return Err(SqlError::new(1615, "Prepared statement needs to be re-prepared"));
+            return Err(SqlError::new(
+                1615,
+                "Prepared statement needs to be re-prepared",
+            ));
         }
         self.statement(&stmt, &params)
     }
@@ -881,7 +899,7 @@ impl Session {
         params: &[Value],
         lock: bool,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<Value>)>, SqlError> {
+    ) -> Result<Vec<KeyedRow>, SqlError> {
         let s = entry.schema.clone();
         let table = s.engine_table;
         let mut access = access.clone();
@@ -986,7 +1004,7 @@ impl Session {
         Ok(out)
     }
 
-    fn scan_all(&self, table: u32, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, SqlError> {
+    fn scan_all(&self, table: u32, limit: usize) -> Result<Vec<KeyValue>, SqlError> {
         let trx = self.trx.as_ref().expect("statement has a transaction");
         trx.scan(table, Bound::Unbounded, Bound::Unbounded, limit)
             .map_err(engine_err)
@@ -1017,10 +1035,8 @@ impl Session {
     fn select(&mut self, p: &SelectPlan, params: &[Value]) -> Result<Output, SqlError> {
         let limit = Self::limit_of(&p.limit, params)?;
         let offset = Self::limit_of(&p.offset, params)?.unwrap_or(0);
-        let simple = p.filter.is_none()
-            && p.order_by.is_empty()
-            && !p.distinct
-            && p.aggregates.is_empty();
+        let simple =
+            p.filter.is_none() && p.order_by.is_empty() && !p.distinct && p.aggregates.is_empty();
         let scan_limit = match limit {
             Some(l) if simple => l.saturating_add(offset),
             _ => usize::MAX,
@@ -1127,9 +1143,7 @@ impl Session {
                 Some(k) => {
                     let types: Vec<ColumnType> =
                         s.primary_key.iter().map(|&c| s.columns[c].ty).collect();
-                    let vals = crate::decode_key_prefix(&k, &types)
-                        .map_err(corrupt)?
-                        .0;
+                    let vals = crate::decode_key_prefix(&k, &types).map_err(corrupt)?.0;
                     let first = vals.first().cloned().unwrap_or(Value::Null);
                     match first {
                         Value::Int(i) if i > 0 => i as u64 + 1,
@@ -1144,7 +1158,9 @@ impl Session {
         }
         match explicit {
             Some(v) => {
-                entry.next_id.fetch_max(v.saturating_add(1), Ordering::SeqCst);
+                entry
+                    .next_id
+                    .fetch_max(v.saturating_add(1), Ordering::SeqCst);
                 Ok(v)
             }
             None => Ok(entry.next_id.fetch_add(1, Ordering::SeqCst)),
@@ -1224,7 +1240,10 @@ impl Session {
                 };
                 if is_generated {
                     row[a] = coerce_col(&s.columns[a], Value::UInt(id), n + 1).map_err(|_| {
-                        SqlError::new(1467, "Failed to read auto-increment value from storage engine")
+                        SqlError::new(
+                            1467,
+                            "Failed to read auto-increment value from storage engine",
+                        )
                     })?;
                     first_generated.get_or_insert(id);
                 }
@@ -1413,11 +1432,7 @@ impl Session {
                     t("Uptime"),
                     t(self.server.started.elapsed().as_secs().to_string()),
                 ]);
-                rows.retain(|r| {
-                    pattern
-                        .as_ref()
-                        .is_none_or(|p| like_ci(p, &text_of(&r[0])))
-                });
+                rows.retain(|r| pattern.as_ref().is_none_or(|p| like_ci(p, &text_of(&r[0]))));
                 Ok(Output::Rows {
                     columns: vec![text_col("Variable_name"), text_col("Value")],
                     rows,
@@ -1592,9 +1607,9 @@ impl Session {
                     t(type_name(&c.ty)),
                     t(if c.nullable { "YES" } else { "NO" }),
                     t(key),
-                    c.default
-                        .as_ref()
-                        .map_or(Value::Null, |d| d.to_text().map_or(Value::Null, Value::Bytes)),
+                    c.default.as_ref().map_or(Value::Null, |d| {
+                        d.to_text().map_or(Value::Null, Value::Bytes)
+                    }),
                     t(if c.auto_increment {
                         "auto_increment"
                     } else {
@@ -1638,7 +1653,9 @@ impl Session {
                 values,
                 ..
             } => {
-                let v = values.first().ok_or_else(|| plan::err_parse("SET without a value"))?;
+                let v = values
+                    .first()
+                    .ok_or_else(|| plan::err_parse("SET without a value"))?;
                 self.set_one(scope.as_ref(), &variable.to_string(), v)
             }
             St::MultipleAssignments { assignments } => {
@@ -1791,7 +1808,11 @@ impl Session {
         Ok(Output::affected(tables.len() as u64))
     }
 
-    fn drop_tables(&mut self, names: &[ast::ObjectName], if_exists: bool) -> Result<Output, SqlError> {
+    fn drop_tables(
+        &mut self,
+        names: &[ast::ObjectName],
+        if_exists: bool,
+    ) -> Result<Output, SqlError> {
         let cat = &self.server.catalog;
         let _ddl = cat.ddl.lock().expect("poisoned");
         let mut missing = Vec::new();
@@ -1825,7 +1846,10 @@ impl Session {
             return Err(SqlError::new(1049, format!("Unknown database '{db}'")));
         }
         if name.is_empty() || name.len() > 64 {
-            return Err(SqlError::new(1103, format!("Incorrect table name '{name}'")));
+            return Err(SqlError::new(
+                1103,
+                format!("Incorrect table name '{name}'"),
+            ));
         }
         let mut s = TableSchema {
             db: db.clone(),
@@ -1931,7 +1955,10 @@ impl Session {
                     columns,
                     ..
                 } => pending.push((
-                    index_name.as_ref().or(name.as_ref()).map(|i| i.value.clone()),
+                    index_name
+                        .as_ref()
+                        .or(name.as_ref())
+                        .map(|i| i.value.clone()),
                     columns.clone(),
                     true,
                     false,
@@ -1960,8 +1987,8 @@ impl Session {
             }
         }
         if let Some(a) = s.auto_increment_column() {
-            let keyed = s.primary_key.first() == Some(&a)
-                || s.indexes.iter().any(|i| i.columns[0] == a);
+            let keyed =
+                s.primary_key.first() == Some(&a) || s.indexes.iter().any(|i| i.columns[0] == a);
             if !keyed || s.columns.iter().filter(|c| c.auto_increment).count() > 1 {
                 return Err(SqlError::new(
                     1075,
@@ -2021,7 +2048,12 @@ impl Session {
                 let reader = engine.begin(Isolation::RepeatableRead);
                 let bound = from.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
                 let batch = reader
-                    .scan(old.schema.engine_table, bound, Bound::Unbounded, COPY_BATCH_ROWS)
+                    .scan(
+                        old.schema.engine_table,
+                        bound,
+                        Bound::Unbounded,
+                        COPY_BATCH_ROWS,
+                    )
                     .map_err(engine_err)?;
                 reader.commit().map_err(engine_err)?;
                 if batch.is_empty() {
@@ -2112,7 +2144,10 @@ fn add_index(
         return Err(SqlError::new(1061, format!("Duplicate key name '{name}'")));
     }
     if s.indexes.len() >= 32 {
-        return Err(SqlError::new(1069, "Too many keys specified; max 32 keys allowed"));
+        return Err(SqlError::new(
+            1069,
+            "Too many keys specified; max 32 keys allowed",
+        ));
     }
     s.indexes.push(IndexSchema {
         name,
@@ -2138,7 +2173,10 @@ fn check_key_sizes(s: &TableSchema, page_size: usize) -> Result<(), SqlError> {
     let pk: usize = if s.primary_key.is_empty() {
         8
     } else {
-        s.primary_key.iter().map(|&c| max_key_bytes(&s.columns[c].ty)).sum()
+        s.primary_key
+            .iter()
+            .map(|&c| max_key_bytes(&s.columns[c].ty))
+            .sum()
     };
     let too_long = |n: usize| {
         SqlError::new(
@@ -2164,10 +2202,16 @@ fn check_key_sizes(s: &TableSchema, page_size: usize) -> Result<(), SqlError> {
 
 fn type_name(ty: &ColumnType) -> String {
     match ty {
-        ColumnType::TinyInt { unsigned } => format!("tinyint{}", if *unsigned { " unsigned" } else { "" }),
-        ColumnType::SmallInt { unsigned } => format!("smallint{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::TinyInt { unsigned } => {
+            format!("tinyint{}", if *unsigned { " unsigned" } else { "" })
+        }
+        ColumnType::SmallInt { unsigned } => {
+            format!("smallint{}", if *unsigned { " unsigned" } else { "" })
+        }
         ColumnType::Int { unsigned } => format!("int{}", if *unsigned { " unsigned" } else { "" }),
-        ColumnType::BigInt { unsigned } => format!("bigint{}", if *unsigned { " unsigned" } else { "" }),
+        ColumnType::BigInt { unsigned } => {
+            format!("bigint{}", if *unsigned { " unsigned" } else { "" })
+        }
         ColumnType::Double => "double".into(),
         ColumnType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
         ColumnType::Char(n) => format!("char({n})"),
@@ -2211,7 +2255,11 @@ fn count_placeholders(sql: &str) -> usize {
     n
 }
 
-fn aggregate(p: &SelectPlan, rows: &[Vec<Value>], params: &[Value]) -> Result<Vec<Value>, SqlError> {
+fn aggregate(
+    p: &SelectPlan,
+    rows: &[Vec<Value>],
+    params: &[Value],
+) -> Result<Vec<Value>, SqlError> {
     let mut out = Vec::with_capacity(p.aggregates.len());
     for a in &p.aggregates {
         let mut vals = Vec::new();
@@ -2236,7 +2284,11 @@ fn aggregate(p: &SelectPlan, rows: &[Vec<Value>], params: &[Value]) -> Result<Ve
             vals.retain(|v| seen.insert(v.to_text()));
         }
         let v = match a.kind {
-            AggKind::Count => Value::Int(if a.arg.is_none() { count } else { vals.len() as u64 } as i64),
+            AggKind::Count => Value::Int(if a.arg.is_none() {
+                count
+            } else {
+                vals.len() as u64
+            } as i64),
             AggKind::Min | AggKind::Max => {
                 let mut best: Option<Value> = None;
                 for v in vals {

@@ -793,7 +793,8 @@ impl Engine {
             return Ok(());
         }
         self.m.writer_quota_waits.inc();
-        let deadline = Instant::now() + Duration::from_millis(self.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
+        let deadline = Instant::now()
+            + Duration::from_millis(self.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         while *blocked {
             let now = Instant::now();
             if now >= deadline {
@@ -817,8 +818,8 @@ impl Engine {
         if lag == 0 || hl <= lag || self.purge_blocked_by_view.load(Ordering::Relaxed) {
             return;
         }
-        let delay_us =
-            ((hl - lag).saturating_mul(5_000) / lag).min(self.settings.max_purge_lag_delay_us.load(Ordering::Relaxed));
+        let delay_us = ((hl - lag).saturating_mul(5_000) / lag)
+            .min(self.settings.max_purge_lag_delay_us.load(Ordering::Relaxed));
         if delay_us > 0 {
             self.m.purge_delay_count.inc();
             self.m.purge_delay_us.add(delay_us);
@@ -1315,7 +1316,8 @@ impl Call<'_> {
                 });
             }
         }
-        let timeout = Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
+        let timeout =
+            Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         self.e
             .locks
             .lock(me, t.def.id, pk, mode, timeout)

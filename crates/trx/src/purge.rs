@@ -225,7 +225,9 @@ fn policies(e: &Engine) -> Result<(), TrxError> {
     if e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed) > 0 {
         for t in &open {
             let idle = now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed));
-            if idle > e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed) && e.kill_if_idle(t, KillReason::IdleTimeout) {
+            if idle > e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed)
+                && e.kill_if_idle(t, KillReason::IdleTimeout)
+            {
                 e.m.idle_timeouts.inc();
             }
         }
@@ -261,7 +263,9 @@ fn policies(e: &Engine) -> Result<(), TrxError> {
                     );
                     *blocked = true;
                     e.m.quota_actions.inc();
-                } else if *blocked && bytes <= e.settings().undo_quota_bytes.load(Ordering::Relaxed) * 9 / 10 {
+                } else if *blocked
+                    && bytes <= e.settings().undo_quota_bytes.load(Ordering::Relaxed) * 9 / 10
+                {
                     *blocked = false;
                     cv.notify_all();
                 }

@@ -21,7 +21,7 @@ pub fn temp_dir(name: &str) -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
-    stdout: Arc<Mutex<Vec<String>>>,
+    pub stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {

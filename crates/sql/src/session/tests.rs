@@ -100,7 +100,10 @@ fn sysbench_statements_run() {
     )));
     assert_eq!(n, 200);
     ok(s.query("CREATE INDEX k_1 ON sbtest1(k)"));
-    assert_eq!(rows(s.query("SELECT c FROM sbtest1 WHERE id=7")), vec![r(&["c007-x"])]);
+    assert_eq!(
+        rows(s.query("SELECT c FROM sbtest1 WHERE id=7")),
+        vec![r(&["c007-x"])]
+    );
     assert_eq!(
         rows(s.query("SELECT c FROM sbtest1 WHERE id BETWEEN 3 AND 5")),
         vec![r(&["c003-x"]), r(&["c004-x"]), r(&["c005-x"])]
@@ -126,12 +129,24 @@ fn sysbench_statements_run() {
         ]
     );
     // Secondary index access, and its maintenance on UPDATE.
-    assert_eq!(rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 3")), vec![r(&["20"])]);
+    assert_eq!(
+        rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 3")),
+        vec![r(&["20"])]
+    );
     assert_eq!(ok(s.query("UPDATE sbtest1 SET k=k+1 WHERE id=3")), 1);
-    assert_eq!(rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 3")), vec![r(&["19"])]);
-    assert_eq!(rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 4")), vec![r(&["21"])]);
+    assert_eq!(
+        rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 3")),
+        vec![r(&["19"])]
+    );
+    assert_eq!(
+        rows(s.query("SELECT COUNT(*) FROM sbtest1 WHERE k = 4")),
+        vec![r(&["21"])]
+    );
     assert_eq!(ok(s.query("UPDATE sbtest1 SET c='new' WHERE id=4")), 1);
-    assert_eq!(rows(s.query("SELECT c, k FROM sbtest1 WHERE id=4")), vec![r(&["new", "4"])]);
+    assert_eq!(
+        rows(s.query("SELECT c, k FROM sbtest1 WHERE id=4")),
+        vec![r(&["new", "4"])]
+    );
     // oltp_read_write / oltp_delete: delete then insert the same id.
     ok(s.query("BEGIN"));
     assert_eq!(ok(s.query("DELETE FROM sbtest1 WHERE id=5")), 1);
@@ -140,7 +155,10 @@ fn sysbench_statements_run() {
         1
     );
     ok(s.query("COMMIT"));
-    assert_eq!(rows(s.query("SELECT k, c FROM sbtest1 WHERE id=5")), vec![r(&["50", "again"])]);
+    assert_eq!(
+        rows(s.query("SELECT k, c FROM sbtest1 WHERE id=5")),
+        vec![r(&["50", "again"])]
+    );
     assert_eq!(
         code(s.query("INSERT INTO sbtest1 (id, k, c, pad) VALUES (5, 1, 'dup', 'p')")),
         1062
@@ -149,7 +167,10 @@ fn sysbench_statements_run() {
     ok(s.query("INSERT INTO sbtest1 (id, k, c, pad) VALUES (0, 1, 'a', 'b')"));
     ok(s.query("INSERT INTO sbtest1 (id, k, c, pad) VALUES (NULL, 1, 'a', 'b')"));
     assert_eq!(rows(s.query("SELECT LAST_INSERT_ID()")), vec![r(&["202"])]);
-    assert_eq!(rows(s.query("SELECT MAX(id), MIN(id), COUNT(*) FROM sbtest1")), vec![r(&["202", "1", "202"])]);
+    assert_eq!(
+        rows(s.query("SELECT MAX(id), MIN(id), COUNT(*) FROM sbtest1")),
+        vec![r(&["202", "1", "202"])]
+    );
     ok(s.query("DROP TABLE IF EXISTS sbtest1"));
     assert_eq!(code(s.query("SELECT * FROM sbtest1")), 1146);
     assert_eq!(code(s.query("DROP TABLE sbtest1")), 1051);
@@ -164,17 +185,28 @@ fn prepared_statements_and_plan_cache() {
     ok(s.query("CREATE DATABASE d"));
     ok(s.query("USE d"));
     ok(s.query("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,2))"));
-    let (ins, n, cols) = s.prepare("INSERT INTO t (id, v, d) VALUES (?, ?, ?)").unwrap();
+    let (ins, n, cols) = s
+        .prepare("INSERT INTO t (id, v, d) VALUES (?, ?, ?)")
+        .unwrap();
     assert_eq!((n, cols.len()), (3, 0));
     for i in 0..20i64 {
         ok(s.execute(
             ins,
-            vec![Value::Int(i), Value::Bytes(format!("v{i}").into_bytes()), Value::Double(i as f64 / 4.0)],
+            vec![
+                Value::Int(i),
+                Value::Bytes(format!("v{i}").into_bytes()),
+                Value::Double(i as f64 / 4.0),
+            ],
         ));
     }
-    let (sel, n, cols) = s.prepare("SELECT v, d FROM t WHERE id BETWEEN ? AND ? ORDER BY id DESC").unwrap();
+    let (sel, n, cols) = s
+        .prepare("SELECT v, d FROM t WHERE id BETWEEN ? AND ? ORDER BY id DESC")
+        .unwrap();
     assert_eq!(n, 2);
-    assert_eq!(cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["v", "d"]);
+    assert_eq!(
+        cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["v", "d"]
+    );
     assert_eq!(
         rows(s.execute(sel, vec![Value::Int(3), Value::Int(5)])),
         vec![r(&["v5", "1.25"]), r(&["v4", "1.00"]), r(&["v3", "0.75"])]
@@ -184,16 +216,28 @@ fn prepared_statements_and_plan_cache() {
     // Text statements of one shape share a plan.
     let before = server.plans.lock().unwrap().len();
     for i in 0..10 {
-        assert_eq!(rows(s.query(&format!("SELECT v FROM t WHERE id = {i}"))), vec![vec![format!("v{i}")]]);
+        assert_eq!(
+            rows(s.query(&format!("SELECT v FROM t WHERE id = {i}"))),
+            vec![vec![format!("v{i}")]]
+        );
     }
     assert_eq!(server.plans.lock().unwrap().len(), before + 1);
     // A plan made before DDL is made again after it.
     ok(s.query("CREATE INDEX vi ON t (v)"));
-    assert_eq!(rows(s.execute(sel, vec![Value::Int(1), Value::Int(1)])), vec![r(&["v1", "0.25"])]);
-    assert_eq!(rows(s.query("SELECT id FROM t WHERE v = 'v7'")), vec![r(&["7"])]);
+    assert_eq!(
+        rows(s.execute(sel, vec![Value::Int(1), Value::Int(1)])),
+        vec![r(&["v1", "0.25"])]
+    );
+    assert_eq!(
+        rows(s.query("SELECT id FROM t WHERE v = 'v7'")),
+        vec![r(&["7"])]
+    );
     assert_eq!(code(s.prepare("SELEKT 1").map(|_| Output::ok())), 1064);
     s.close(sel);
-    assert_eq!(code(s.execute(sel, vec![Value::Int(1), Value::Int(1)])), 1243);
+    assert_eq!(
+        code(s.execute(sel, vec![Value::Int(1), Value::Int(1)])),
+        1243
+    );
     drop(s);
     engine.shutdown().unwrap();
 }
@@ -213,7 +257,10 @@ fn errors_have_mysql_codes() {
     assert_eq!(code(s.query("INSERT INTO t (b) VALUES (1)")), 1364);
     assert_eq!(code(s.query("INSERT INTO t (a, b) VALUES (NULL, 1)")), 1048);
     assert_eq!(code(s.query("INSERT INTO t (a, b) VALUES (1, 300)")), 1264);
-    assert_eq!(code(s.query("INSERT INTO t (a, c) VALUES (1, 'abcd')")), 1406);
+    assert_eq!(
+        code(s.query("INSERT INTO t (a, c) VALUES (1, 'abcd')")),
+        1406
+    );
     assert_eq!(code(s.query("INSERT INTO t (a) VALUES (1, 2)")), 1136);
     ok(s.query("INSERT INTO t (a) VALUES (1)"));
     assert_eq!(code(s.query("INSERT INTO t (a) VALUES (1)")), 1062);
@@ -228,7 +275,10 @@ fn errors_have_mysql_codes() {
     ok(s.query("INSERT INTO t (a) VALUES (2)"));
     assert_eq!(code(s.query("INSERT INTO t (a) VALUES (3), (1)")), 1062);
     ok(s.query("COMMIT"));
-    assert_eq!(rows(s.query("SELECT a FROM t ORDER BY a")), vec![r(&["1"]), r(&["2"])]);
+    assert_eq!(
+        rows(s.query("SELECT a FROM t ORDER BY a")),
+        vec![r(&["1"]), r(&["2"])]
+    );
     drop(s);
     engine.shutdown().unwrap();
 }
@@ -248,26 +298,47 @@ fn transactions_isolate_and_roll_back() {
     ok(a.query("UPDATE acct SET bal = bal - 30 WHERE id = 1"));
     ok(a.query("UPDATE acct SET bal = bal + 30 WHERE id = 2"));
     // b sees the committed state, not a's changes.
-    assert_eq!(rows(b.query("SELECT SUM(bal) FROM acct")), vec![r(&["200"])]);
-    assert_eq!(rows(b.query("SELECT bal FROM acct WHERE id = 1")), vec![r(&["100"])]);
+    assert_eq!(
+        rows(b.query("SELECT SUM(bal) FROM acct")),
+        vec![r(&["200"])]
+    );
+    assert_eq!(
+        rows(b.query("SELECT bal FROM acct WHERE id = 1")),
+        vec![r(&["100"])]
+    );
     // b's write waits for a's lock, and times out (1205).
     assert_eq!(code(b.query("UPDATE acct SET bal = 0 WHERE id = 1")), 1205);
     ok(a.query("ROLLBACK"));
-    assert_eq!(rows(b.query("SELECT bal FROM acct ORDER BY id")), vec![r(&["100"]), r(&["100"])]);
+    assert_eq!(
+        rows(b.query("SELECT bal FROM acct ORDER BY id")),
+        vec![r(&["100"]), r(&["100"])]
+    );
     // BEGIN inside a transaction commits it.
     ok(a.query("BEGIN"));
     ok(a.query("UPDATE acct SET bal = 1 WHERE id = 1"));
     ok(a.query("BEGIN"));
-    assert_eq!(rows(b.query("SELECT bal FROM acct WHERE id = 1")), vec![r(&["1"])]);
+    assert_eq!(
+        rows(b.query("SELECT bal FROM acct WHERE id = 1")),
+        vec![r(&["1"])]
+    );
     ok(a.query("ROLLBACK"));
     // autocommit=0: statements join one transaction until COMMIT.
     ok(a.query("SET autocommit = 0"));
     ok(a.query("UPDATE acct SET bal = 2 WHERE id = 2"));
-    assert_eq!(rows(b.query("SELECT bal FROM acct WHERE id = 2")), vec![r(&["100"])]);
+    assert_eq!(
+        rows(b.query("SELECT bal FROM acct WHERE id = 2")),
+        vec![r(&["100"])]
+    );
     ok(a.query("COMMIT"));
-    assert_eq!(rows(b.query("SELECT bal FROM acct WHERE id = 2")), vec![r(&["2"])]);
+    assert_eq!(
+        rows(b.query("SELECT bal FROM acct WHERE id = 2")),
+        vec![r(&["2"])]
+    );
     // FOR UPDATE locks the row.
-    assert_eq!(rows(a.query("SELECT bal FROM acct WHERE id = 2 FOR UPDATE")), vec![r(&["2"])]);
+    assert_eq!(
+        rows(a.query("SELECT bal FROM acct WHERE id = 2 FOR UPDATE")),
+        vec![r(&["2"])]
+    );
     assert_eq!(code(b.query("DELETE FROM acct WHERE id = 2")), 1205);
     ok(a.query("COMMIT"));
     assert_eq!(ok(b.query("DELETE FROM acct WHERE id = 2")), 1);
@@ -300,7 +371,10 @@ fn catalog_and_rows_survive_a_crash() {
     let (engine, server) = open(Arc::new(image));
     let mut s = Session::new(server, conn(2));
     ok(s.query("USE shop"));
-    assert_eq!(rows(s.query("SELECT COUNT(*), SUM(price) FROM items")), vec![r(&["40", "800.00"])]);
+    assert_eq!(
+        rows(s.query("SELECT COUNT(*), SUM(price) FROM items")),
+        vec![r(&["40", "800.00"])]
+    );
     assert_eq!(
         rows(s.query("SELECT id, added FROM items WHERE name = 'item7'")),
         vec![r(&["8", "2026-11-21 10:00:07"])]
@@ -327,7 +401,10 @@ fn variables_status_and_virtual_tables() {
         rows(s.query("select DATABASE(), USER() limit 1")),
         vec![r(&["NULL", "root@127.0.0.1"])]
     );
-    assert_eq!(rows(s.query("SELECT CONNECTION_ID(), 1+1")), vec![r(&["7", "2"])]);
+    assert_eq!(
+        rows(s.query("SELECT CONNECTION_ID(), 1+1")),
+        vec![r(&["7", "2"])]
+    );
     ok(s.query("SET NAMES latin1"));
     assert_eq!(
         rows(s.query("SHOW VARIABLES LIKE 'collation_connection'")),
@@ -336,12 +413,18 @@ fn variables_status_and_virtual_tables() {
     ok(s.query("SET GLOBAL innodb_flush_log_at_trx_commit = 2"));
     assert_eq!(engine.store().log().durability(), Durability::Write);
     ok(s.query("SET GLOBAL innodb_max_purge_lag = 1234"));
-    assert_eq!(engine.settings().max_purge_lag.load(Ordering::Relaxed), 1234);
+    assert_eq!(
+        engine.settings().max_purge_lag.load(Ordering::Relaxed),
+        1234
+    );
     assert_eq!(
         rows(s.query("SHOW GLOBAL VARIABLES LIKE 'innodb_max_purge_lag'")),
         vec![r(&["innodb_max_purge_lag", "1234"])]
     );
-    assert_eq!(rows(s.query("SELECT @@innodb_flush_log_at_trx_commit")), vec![r(&["2"])]);
+    assert_eq!(
+        rows(s.query("SELECT @@innodb_flush_log_at_trx_commit")),
+        vec![r(&["2"])]
+    );
     let status = rows(s.query("SHOW GLOBAL STATUS LIKE 'log\\_%'"));
     assert!(status.iter().any(|r| r[0] == "log_fsyncs"), "{status:?}");
     let m = rows(s.query(
