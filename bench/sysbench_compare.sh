@@ -34,6 +34,7 @@ RESULTS=bench/results
 STAMP=$(date +%Y%m%d-%H%M%S)
 RAW="$RESULTS/sysbench-$STAMP.log"
 TMP=$(mktemp -d /tmp/millrace-compare.XXXXXX)
+chmod 755 "$TMP" # PostgreSQL runs as the postgres user under it
 MILLRACE_PORT=3316
 MARIADB_PORT=3317
 PG_PORT=5433
@@ -95,7 +96,8 @@ start_postgres() {
     local d="$TMP/pg"
     mkdir -p "$d"
     chown postgres "$d"
-    su postgres -c "$PGBIN/initdb -D $d/data -A trust" >"$d/initdb.log" 2>&1
+    su postgres -c "$PGBIN/initdb -D $d/data -A trust" >"$d/initdb.log" 2>&1 ||
+        { cat "$d/initdb.log" >&2; return 1; }
     su postgres -c "$PGBIN/pg_ctl -D $d/data -o '-p $PG_PORT -k $d -c shared_buffers=2GB \
         -c max_connections=200 -c max_wal_size=4GB -c synchronous_commit=on -c fsync=on' \
         -l $d/log start" >/dev/null
