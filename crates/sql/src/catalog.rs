@@ -18,7 +18,7 @@
 use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
 use millrace_trx::{Engine, Isolation, Trx, TrxError, SEGMENT};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -647,10 +647,6 @@ impl Catalog {
         Ok(())
     }
 }
-
-/// Per-session cache of resolved tables (the catalog's map behind a read
-/// lock is cheap, but this saves the String allocations of its key).
-pub type TableCache = HashMap<(String, String), Arc<TableEntry>>;
 
 #[cfg(test)]
 mod tests {

@@ -844,11 +844,10 @@ impl<'a> Planner<'a> {
                 self.column(&[&id.value], scope)?
             }
             ast::Expr::CompoundIdentifier(parts) => {
-                if let Some(first) = parts.first().filter(|p| p.value.starts_with("@@")) {
+                // @@session.x arrives as a compound identifier.
+                if parts.first().is_some_and(|p| p.value.starts_with("@@")) {
                     let joined: Vec<&str> = parts.iter().map(|p| p.value.as_str()).collect();
-                    let name = joined.join(".");
-                    let id = ast::Ident::new(name);
-                    let _ = first;
+                    let id = ast::Ident::new(joined.join("."));
                     return self.expr(&ast::Expr::Identifier(id), scope);
                 }
                 let p: Vec<&str> = parts.iter().map(|i| i.value.as_str()).collect();

@@ -16,14 +16,16 @@ use crate::plan::{
 };
 use crate::types::{ColumnType, Value};
 use crate::{decode_row, encode_key, encode_row, SqlError};
-use millrace_trx::{encode_segments, split_segments, Isolation, LockMode, Trx, TrxError};
+use millrace_trx::{
+    encode_segments, split_segments, Isolation, LockMode, RuntimeSettings, Trx, TrxError,
+};
 use sqlparser::ast;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -160,14 +162,22 @@ fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
 }
 
 /// Decodes a stored row of `s`.
-fn decode_stored(s: &TableSchema, value: &[u8]) -> Result<Vec<Value>, SqlError> {
+fn decode_stored(
+    s: &TableSchema,
+    types: &[ColumnType],
+    value: &[u8],
+) -> Result<Vec<Value>, SqlError> {
     let (_, payload) =
         split_segments(value, s.indexes.len()).ok_or_else(|| corrupt("bad key segments"))?;
-    decode_row(payload, &s.types()).map_err(corrupt)
+    decode_row(payload, types).map_err(corrupt)
 }
 
 /// Encodes a row of `s` (coerced values) as the engine stores it.
-fn encode_stored(s: &TableSchema, row: &[Value]) -> Result<Vec<u8>, SqlError> {
+fn encode_stored(
+    s: &TableSchema,
+    types: &[ColumnType],
+    row: &[Value],
+) -> Result<Vec<u8>, SqlError> {
     let keys: Vec<Vec<u8>> = s
         .indexes
         .iter()
@@ -175,8 +185,39 @@ fn encode_stored(s: &TableSchema, row: &[Value]) -> Result<Vec<u8>, SqlError> {
         .collect();
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     let mut payload = Vec::new();
-    encode_row(row, &s.types(), &mut payload).map_err(corrupt)?;
+    encode_row(row, types, &mut payload).map_err(corrupt)?;
     Ok(encode_segments(&refs, &payload))
+}
+
+/// Checks the UNIQUE secondary indexes of `s` for `row` (keyed `pk`) by a
+/// read in `trx`; with `only_changed_from`, only indexes whose columns
+/// differ from that old row. Two concurrent writers can both pass (no gap
+/// locks): see docs/design.md.
+fn check_unique(
+    trx: &Trx,
+    s: &TableSchema,
+    row: &[Value],
+    pk: &[u8],
+    only_changed_from: Option<&[Value]>,
+) -> Result<(), SqlError> {
+    for (i, idx) in s.indexes.iter().enumerate() {
+        if !idx.unique || idx.columns.iter().any(|&c| row[c].is_null()) {
+            continue;
+        }
+        if let Some(old) = only_changed_from {
+            if idx.columns.iter().all(|&c| old[c] == row[c]) {
+                continue;
+            }
+        }
+        let key = s.key_of(&idx.columns, row);
+        let hits = trx
+            .scan_secondary(s.engine_table, i, &key, &key, 2)
+            .map_err(engine_err)?;
+        if hits.iter().any(|(other, _)| other.as_slice() != pk) {
+            return Err(dup_entry(s, &idx.columns, row, &idx.name));
+        }
+    }
+    Ok(())
 }
 
 fn coerce_col(c: &ColumnSchema, v: Value, row: usize) -> Result<Value, SqlError> {
@@ -204,38 +245,33 @@ fn dup_entry(s: &TableSchema, cols: &[usize], row: &[Value], key: &str) -> SqlEr
     )
 }
 
+/// The current UTC time as a DATETIME.
 fn now() -> Value {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    Value::UInt(secs)
-        .coerce(&ColumnType::BigInt { unsigned: true })
-        .ok()
-        .map(|_| {
-            // Days since the epoch to a civil date (UTC).
-            let days = (secs / 86_400) as i64;
-            let rem = secs % 86_400;
-            let z = days + 719_468;
-            let era = z.div_euclid(146_097);
-            let doe = z - era * 146_097;
-            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-            let mp = (5 * doy + 2) / 153;
-            let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-            let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-            let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
-            Value::DateTime {
-                year,
-                month,
-                day,
-                hour: (rem / 3600) as u8,
-                minute: (rem / 60 % 60) as u8,
-                second: (rem % 60) as u8,
-                micro: 0,
-            }
-        })
-        .unwrap_or(Value::Null)
+    // Days since the epoch to a civil date (Howard Hinnant's algorithm).
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
+    Value::DateTime {
+        year,
+        month,
+        day,
+        hour: (rem / 3600) as u8,
+        minute: (rem / 60 % 60) as u8,
+        second: (rem % 60) as u8,
+        micro: 0,
+    }
 }
 
 impl SessionInfo for Session {
@@ -271,148 +307,100 @@ impl SessionInfo for Session {
     }
 }
 
-/// Global (engine) variables: name, getter, setter (None: read only).
-type Getter = fn(&Server) -> Value;
-type Setter = fn(&Server, &Value) -> Result<(), SqlError>;
-
-fn set_u64(v: &Value, name: &str) -> Result<u64, SqlError> {
-    match v {
-        Value::Int(i) if *i >= 0 => Ok(*i as u64),
-        Value::UInt(u) => Ok(*u),
-        _ => Err(SqlError::new(
-            1232,
-            format!("Incorrect argument type to variable '{name}'"),
-        )),
-    }
+/// A global (engine) variable and where its value lives.
+#[derive(Clone, Copy)]
+enum Global {
+    /// A run-time engine setting: the atomic, the unit it stores in per unit
+    /// shown (1000 for seconds stored as ms), and the least value allowed.
+    Setting(fn(&RuntimeSettings) -> &AtomicU64, u64, u64),
+    /// The redo log's durability level (0, 1, 2).
+    Durability,
+    PageSize,
+    HistoryLength,
+    Uptime,
 }
 
-fn global_vars() -> Vec<(&'static str, Getter, Option<Setter>)> {
-    use millrace_redo::Durability;
-    vec![
-        (
-            "innodb_flush_log_at_trx_commit",
-            |s| Value::Int(s.engine().store().log().durability() as i64),
-            Some(|s, v| {
-                let level = set_u64(v, "innodb_flush_log_at_trx_commit")?;
-                let d = u8::try_from(level)
+const GLOBALS: [(&str, Global); 9] = [
+    ("innodb_flush_log_at_trx_commit", Global::Durability),
+    (
+        "innodb_lock_wait_timeout",
+        Global::Setting(|r| &r.lock_wait_timeout_ms, 1000, 1),
+    ),
+    (
+        "innodb_max_purge_lag",
+        Global::Setting(|r| &r.max_purge_lag, 1, 0),
+    ),
+    (
+        "innodb_max_purge_lag_delay",
+        Global::Setting(|r| &r.max_purge_lag_delay_us, 1, 0),
+    ),
+    ("innodb_page_size", Global::PageSize),
+    ("millrace_history_length", Global::HistoryLength),
+    (
+        "millrace_idle_trx_timeout",
+        Global::Setting(|r| &r.idle_trx_timeout_ms, 1000, 0),
+    ),
+    (
+        "millrace_undo_quota_bytes",
+        Global::Setting(|r| &r.undo_quota_bytes, 1, 0),
+    ),
+    ("uptime", Global::Uptime),
+];
+
+impl Global {
+    /// Status-like values that SHOW VARIABLES leaves out.
+    fn is_status(self) -> bool {
+        matches!(self, Global::HistoryLength | Global::Uptime)
+    }
+
+    fn get(self, s: &Server) -> Value {
+        let e = s.engine();
+        Value::UInt(match self {
+            Global::Setting(field, unit, _) => field(e.settings()).load(Ordering::Relaxed) / unit,
+            Global::Durability => e.store().log().durability() as u64,
+            Global::PageSize => e.store().pool().page_size() as u64,
+            Global::HistoryLength => e.history_len(),
+            Global::Uptime => s.started.elapsed().as_secs(),
+        })
+    }
+
+    fn set(self, s: &Server, name: &str, v: &Value) -> Result<(), SqlError> {
+        let n = match v {
+            Value::Int(i) if *i >= 0 => *i as u64,
+            Value::UInt(u) => *u,
+            _ => {
+                return Err(SqlError::new(
+                    1232,
+                    format!("Incorrect argument type to variable '{name}'"),
+                ))
+            }
+        };
+        match self {
+            Global::Setting(field, unit, min) => {
+                field(s.engine().settings())
+                    .store(n.max(min).saturating_mul(unit), Ordering::Relaxed);
+            }
+            Global::Durability => {
+                let d = u8::try_from(n)
                     .ok()
-                    .and_then(Durability::from_level)
+                    .and_then(millrace_redo::Durability::from_level)
                     .ok_or_else(|| {
                         SqlError::new(
                             1231,
-                            "Variable 'innodb_flush_log_at_trx_commit' can't be set to the \
-                             value (0, 1 or 2)",
+                            format!("Variable '{name}' can't be set to the value of '{n}'"),
                         )
                     })?;
                 s.engine().store().log().set_durability(d);
-                Ok(())
-            }),
-        ),
-        (
-            "innodb_lock_wait_timeout",
-            |s| {
-                let ms = s
-                    .engine()
-                    .settings()
-                    .lock_wait_timeout_ms
-                    .load(Ordering::Relaxed);
-                Value::UInt(ms / 1000)
-            },
-            Some(|s, v| {
-                let secs = set_u64(v, "innodb_lock_wait_timeout")?.clamp(1, 1_073_741_824);
-                s.engine()
-                    .settings()
-                    .lock_wait_timeout_ms
-                    .store(secs * 1000, Ordering::Relaxed);
-                Ok(())
-            }),
-        ),
-        (
-            "innodb_max_purge_lag",
-            |s| Value::UInt(s.engine().settings().max_purge_lag.load(Ordering::Relaxed)),
-            Some(|s, v| {
-                let n = set_u64(v, "innodb_max_purge_lag")?;
-                s.engine()
-                    .settings()
-                    .max_purge_lag
-                    .store(n, Ordering::Relaxed);
-                Ok(())
-            }),
-        ),
-        (
-            "innodb_max_purge_lag_delay",
-            |s| {
-                Value::UInt(
-                    s.engine()
-                        .settings()
-                        .max_purge_lag_delay_us
-                        .load(Ordering::Relaxed),
-                )
-            },
-            Some(|s, v| {
-                let n = set_u64(v, "innodb_max_purge_lag_delay")?;
-                s.engine()
-                    .settings()
-                    .max_purge_lag_delay_us
-                    .store(n, Ordering::Relaxed);
-                Ok(())
-            }),
-        ),
-        (
-            "innodb_page_size",
-            |s| Value::UInt(s.engine().store().pool().page_size() as u64),
-            None,
-        ),
-        (
-            "millrace_history_length",
-            |s| Value::UInt(s.engine().history_len()),
-            None,
-        ),
-        (
-            "millrace_idle_trx_timeout",
-            |s| {
-                Value::UInt(
-                    s.engine()
-                        .settings()
-                        .idle_trx_timeout_ms
-                        .load(Ordering::Relaxed)
-                        / 1000,
-                )
-            },
-            Some(|s, v| {
-                let n = set_u64(v, "millrace_idle_trx_timeout")?;
-                s.engine()
-                    .settings()
-                    .idle_trx_timeout_ms
-                    .store(n.saturating_mul(1000), Ordering::Relaxed);
-                Ok(())
-            }),
-        ),
-        (
-            "millrace_undo_quota_bytes",
-            |s| {
-                Value::UInt(
-                    s.engine()
-                        .settings()
-                        .undo_quota_bytes
-                        .load(Ordering::Relaxed),
-                )
-            },
-            Some(|s, v| {
-                let n = set_u64(v, "millrace_undo_quota_bytes")?;
-                s.engine()
-                    .settings()
-                    .undo_quota_bytes
-                    .store(n, Ordering::Relaxed);
-                Ok(())
-            }),
-        ),
-        (
-            "uptime",
-            |s| Value::UInt(s.started.elapsed().as_secs()),
-            None,
-        ),
-    ]
+            }
+            _ => {
+                return Err(SqlError::new(
+                    1238,
+                    format!("Variable '{name}' is a read only variable"),
+                ))
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_collation(charset: &str) -> &'static str {
@@ -606,9 +594,9 @@ impl Session {
         .into_iter()
         .map(|(n, v)| (n.to_string(), v))
         .collect();
-        for (name, get, _) in global_vars() {
-            if name != "uptime" && name != "millrace_history_length" {
-                vars.push((name.to_string(), get(&self.server)));
+        for (name, g) in GLOBALS {
+            if !g.is_status() {
+                vars.push((name.to_string(), g.get(&self.server)));
             }
         }
         vars.sort_by(|a, b| a.0.cmp(&b.0));
@@ -901,6 +889,7 @@ impl Session {
         limit: usize,
     ) -> Result<Vec<KeyedRow>, SqlError> {
         let s = entry.schema.clone();
+        let types = s.types();
         let table = s.engine_table;
         let mut access = access.clone();
         // Point keys that do not convert to the column type match nothing
@@ -934,7 +923,7 @@ impl Session {
             }
             .map_err(engine_err)?;
             return match v {
-                Some(v) => Ok(vec![(pk, decode_stored(&s, &v)?)]),
+                Some(v) => Ok(vec![(pk, decode_stored(&s, &types, &v)?)]),
                 None => Ok(vec![]),
             };
         }
@@ -995,10 +984,10 @@ impl Session {
                     .get_locked(table, &pk, LockMode::Exclusive)
                     .map_err(engine_err)?
                 {
-                    out.push((pk, decode_stored(&s, &v)?));
+                    out.push((pk, decode_stored(&s, &types, &v)?));
                 }
             } else {
-                out.push((pk, decode_stored(&s, &v)?));
+                out.push((pk, decode_stored(&s, &types, &v)?));
             }
         }
         Ok(out)
@@ -1167,39 +1156,12 @@ impl Session {
         }
     }
 
-    fn check_unique(
-        &self,
-        s: &TableSchema,
-        row: &[Value],
-        pk: &[u8],
-        only_changed_from: Option<&[Value]>,
-    ) -> Result<(), SqlError> {
-        let trx = self.trx.as_ref().expect("statement has a transaction");
-        for (i, idx) in s.indexes.iter().enumerate() {
-            if !idx.unique || idx.columns.iter().any(|&c| row[c].is_null()) {
-                continue;
-            }
-            if let Some(old) = only_changed_from {
-                if idx.columns.iter().all(|&c| old[c] == row[c]) {
-                    continue;
-                }
-            }
-            let key = s.key_of(&idx.columns, row);
-            let hits = trx
-                .scan_secondary(s.engine_table, i, &key, &key, 2)
-                .map_err(engine_err)?;
-            if hits.iter().any(|(other, _)| other.as_slice() != pk) {
-                return Err(dup_entry(s, &idx.columns, row, &idx.name));
-            }
-        }
-        Ok(())
-    }
-
     fn insert(&mut self, plan: &Plan, params: &[Value]) -> Result<Output, SqlError> {
         let PlanKind::Insert(p) = &plan.kind else {
             unreachable!("insert plan")
         };
         let s = p.table.schema.clone();
+        let types = s.types();
         let auto = s.auto_increment_column();
         let mut first_generated = None;
         for (n, exprs) in p.rows.iter().enumerate() {
@@ -1261,9 +1223,9 @@ impl Session {
             } else {
                 s.key_of(&s.primary_key, &row)
             };
-            self.check_unique(&s, &row, &pk, None)?;
-            let value = encode_stored(&s, &row)?;
             let trx = self.trx.as_ref().expect("statement has a transaction");
+            check_unique(trx, &s, &row, &pk, None)?;
+            let value = encode_stored(&s, &types, &row)?;
             match trx.insert(s.engine_table, &pk, &value) {
                 Ok(()) => {}
                 Err(TrxError::Duplicate) => {
@@ -1286,6 +1248,7 @@ impl Session {
             unreachable!("update plan")
         };
         let s = p.table.schema.clone();
+        let types = s.types();
         let limit = Self::limit_of(&p.limit, params)?.unwrap_or(usize::MAX);
         let rows = self.read_rows(&p.table, &p.access, params, true, usize::MAX)?;
         let mut changed = 0u64;
@@ -1323,9 +1286,9 @@ impl Session {
             } else {
                 s.key_of(&s.primary_key, &new)
             };
-            self.check_unique(&s, &new, &new_pk, Some(&old))?;
-            let value = encode_stored(&s, &new)?;
             let trx = self.trx.as_ref().expect("statement has a transaction");
+            check_unique(trx, &s, &new, &new_pk, Some(&old))?;
+            let value = encode_stored(&s, &types, &new)?;
             if new_pk != pk {
                 trx.delete(s.engine_table, &pk).map_err(engine_err)?;
                 match trx.insert(s.engine_table, &new_pk, &value) {
@@ -1402,13 +1365,11 @@ impl Session {
                 self.init_db(name.trim_matches('`'))
             }
             S::Set(set) => self.set(set),
-            S::ShowVariables { filter, global, .. } => {
+            // Session and global values are the same set here.
+            S::ShowVariables { filter, .. } => {
                 let pattern = like_filter(filter)?;
-                let mut vars = self.variables();
-                if !global {
-                    vars.retain(|_| true);
-                }
-                let rows = vars
+                let rows = self
+                    .variables()
                     .into_iter()
                     .filter(|(n, _)| pattern.as_ref().is_none_or(|p| like_ci(p, n)))
                     .map(|(n, v)| vec![t(n), t(text_of(&v))])
@@ -1686,14 +1647,8 @@ impl Session {
         if name.starts_with('@') {
             return Err(unsupported("user variables"));
         }
-        if let Some((_, _, setter)) = global_vars().into_iter().find(|(n, _, _)| *n == name) {
-            let Some(setter) = setter else {
-                return Err(SqlError::new(
-                    1238,
-                    format!("Variable '{name}' is a read only variable"),
-                ));
-            };
-            if !global {
+        if let Some((_, g)) = GLOBALS.iter().find(|(n, _)| *n == name) {
+            if !global && matches!(g, Global::Setting(..) | Global::Durability) {
                 return Err(SqlError::new(
                     1229,
                     format!(
@@ -1707,7 +1662,7 @@ impl Session {
                 ast::Expr::Identifier(i) if i.value.eq_ignore_ascii_case("off") => Value::Int(0),
                 e => planner.expr_const(e)?.eval_const(&[])?,
             };
-            setter(&self.server, &v)?;
+            g.set(&self.server, &name, &v)?;
             return Ok(Output::ok());
         }
         let word = set_word(value);
@@ -1787,11 +1742,11 @@ impl Session {
         }
         let tables = cat.tables_of(db);
         let timeout = self.lock_timeout();
-        let mut locked = Vec::new();
+        let mut locked: Vec<Arc<TableEntry>> = Vec::new();
         for e in &tables {
             if let Err(err) = e.mdl.exclusive(timeout) {
                 for l in locked {
-                    TableEntry::release(l);
+                    l.mdl.release_exclusive();
                 }
                 return Err(err);
             }
@@ -1799,7 +1754,7 @@ impl Session {
         }
         let r = cat.drop_database(db);
         for l in locked {
-            TableEntry::release(l);
+            l.mdl.release_exclusive();
         }
         r?;
         if self.database.as_deref() == Some(db) {
@@ -1824,7 +1779,7 @@ impl Session {
             };
             e.mdl.exclusive(self.lock_timeout())?;
             let r = cat.drop_table(&e);
-            TableEntry::release(e);
+            e.mdl.release_exclusive();
             r?;
         }
         if !missing.is_empty() && !if_exists {
@@ -2032,7 +1987,7 @@ impl Session {
         check_key_sizes(&s, self.server.engine().store().pool().page_size())?;
         old.mdl.exclusive(self.lock_timeout())?;
         let r = self.rebuild(&old, s);
-        TableEntry::release(old);
+        old.mdl.release_exclusive();
         r?;
         Ok(Output::ok())
     }
@@ -2041,6 +1996,7 @@ impl Session {
         let cat = &self.server.catalog;
         let engine = self.server.engine();
         s.engine_table = engine.create_table(&s.engine_keys()).map_err(engine_err)?;
+        let (old_types, new_types) = (old.schema.types(), s.types());
         let copy = || -> Result<u64, SqlError> {
             let mut from: Option<Vec<u8>> = None;
             let mut copied = 0u64;
@@ -2061,10 +2017,10 @@ impl Session {
                 }
                 let writer = engine.begin(Isolation::RepeatableRead);
                 for (pk, v) in &batch {
-                    let row = decode_stored(&old.schema, v)?;
-                    self.check_unique_in(&writer, &s, &row, pk)?;
+                    let row = decode_stored(&old.schema, &old_types, v)?;
+                    check_unique(&writer, &s, &row, pk, None)?;
                     writer
-                        .insert(s.engine_table, pk, &encode_stored(&s, &row)?)
+                        .insert(s.engine_table, pk, &encode_stored(&s, &new_types, &row)?)
                         .map_err(engine_err)?;
                 }
                 writer.commit().map_err(engine_err)?;
@@ -2084,40 +2040,12 @@ impl Session {
             }
         }
     }
-
-    fn check_unique_in(
-        &self,
-        trx: &Trx,
-        s: &TableSchema,
-        row: &[Value],
-        pk: &[u8],
-    ) -> Result<(), SqlError> {
-        for (i, idx) in s.indexes.iter().enumerate() {
-            if !idx.unique || idx.columns.iter().any(|&c| row[c].is_null()) {
-                continue;
-            }
-            let key = s.key_of(&idx.columns, row);
-            let hits = trx
-                .scan_secondary(s.engine_table, i, &key, &key, 2)
-                .map_err(engine_err)?;
-            if hits.iter().any(|(other, _)| other.as_slice() != pk) {
-                return Err(dup_entry(s, &idx.columns, row, &idx.name));
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         // A connection that goes away rolls back what it left open.
         let _ = self.end_trx(false);
-    }
-}
-
-impl TableEntry {
-    fn release(e: Arc<TableEntry>) {
-        e.mdl.release_exclusive();
     }
 }
 
