@@ -10,7 +10,6 @@ mod bench;
 mod check;
 mod metrics_http;
 mod serve;
-mod session;
 mod stmt_types;
 
 use clap::{Parser, Subcommand};

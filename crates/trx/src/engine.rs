@@ -673,7 +673,8 @@ impl Engine {
                 r,
                 &self.rseg_metrics,
                 &log,
-                None,
+                undo::Ending::RecoveryRollback,
+                &|| unreachable!("a recovery rollback frees its log"),
                 &self.m.history_len,
             )?;
             self.m.rollbacks.inc();
@@ -749,14 +750,19 @@ impl Engine {
         let result = self.rollback_to(st, 0);
         if let Some(log) = st.undo.take() {
             let r = &self.rsegs[log.rseg as usize];
-            undo::finish(
+            let slot = st.slot;
+            let f = undo::finish(
                 &self.store,
                 r,
                 &self.rseg_metrics,
                 &log,
-                None,
+                undo::Ending::Rollback,
+                &|| self.sys.assign_no(slot),
                 &self.m.history_len,
             )?;
+            if f.to_history {
+                self.wake_purge();
+            }
         }
         self.end(st);
         self.m.rollbacks.inc();
@@ -1141,7 +1147,8 @@ impl Trx {
                     r,
                     &e.rseg_metrics,
                     &log,
-                    Some(&|| e.sys.assign_no(slot)),
+                    undo::Ending::Commit,
+                    &|| e.sys.assign_no(slot),
                     &e.m.history_len,
                 )?;
                 if f.to_history {

@@ -87,6 +87,10 @@ pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
     for &(_, i, first) in &batch {
         let r = &e.rsegs[i];
         let h = undo::log_header(store, r.space, first)?;
+        if h.state == undo::STATE_ROLLED_BACK {
+            // Its changes were undone; it waited only for readers.
+            continue;
+        }
         let mut recs = undo::records_newest_first(store, r.space, first)?;
         recs.reverse();
         items.extend(

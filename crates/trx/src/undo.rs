@@ -8,7 +8,8 @@
 //! Undo page (type UNDO):
 //!   32..34 free offset   34..36 first record offset   36..40 next page
 //!   40..44 previous page (0 = none); and in an undo log's first page:
-//!   44..52 trx id   52..60 trx number (0 until commit)   60 state
+//!   44..52 trx id   52..60 trx number (0 until commit)   60 state (1 active,
+//!   2 committed, 3 rolled back: in the history only for readers, no work)
 //!   61 has non-insert records   62..66 last page   66..70 history next
 //!   70..74 history previous   74..76 slot   80.. first records
 //! Records: [u16 length][record][u16 length]: readable both ways.
@@ -48,6 +49,10 @@ const OTHER_PAGE_RECORDS: usize = 44;
 
 pub const STATE_ACTIVE: u8 = 1;
 pub const STATE_COMMITTED: u8 = 2;
+/// A rolled-back log kept in the history list until no read view can still
+/// be following a roll pointer into it (see `finish`); purge frees it
+/// without looking at its records, whose changes were all undone.
+pub const STATE_ROLLED_BACK: u8 = 3;
 
 /// One rollback segment: a header page and an in-memory mutex (InnoDB's
 /// rseg->mutex), taken to assign slots and to change the history list.
@@ -474,39 +479,69 @@ fn free_pages(mtr: &mut Mtr<'_>, space_id: u32, first_page: u32) -> Result<(), T
     Ok(())
 }
 
-/// Commit (or the end of a rollback): the log leaves its slot. A log with
-/// non-insert records joins the segment's history list with `trx_no` (purge
-/// needs it until no read view can see the older versions); any other log
-/// is freed at once. Returns the end LSN of the mini-transaction; the
-/// segment mutex is held only for the page changes, never for the log wait.
+/// How a transaction's log ends (`finish`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Commit,
+    /// A rollback while the engine serves readers.
+    Rollback,
+    /// A rollback during crash recovery, before any reader exists.
+    RecoveryRollback,
+}
+
+/// Commit or the end of a rollback: the log leaves its slot. A log with
+/// non-insert records joins the segment's history list with a serialisation
+/// number `assign_no` gives (as in InnoDB, a rollback ends like a commit);
+/// any other log is freed at once.
+///
+/// Why rolled-back logs go through the history too: a reader may have
+/// read a row while this transaction's version was in it and be about to
+/// follow its roll pointer into this log when the rollback restores the row
+/// and ends. Freeing the pages then would hand that reader a freed (or
+/// reused) page. In the history the log lives until purge passes its
+/// number, that is until every read view opened before the rollback ended
+/// is closed; and a reader follows roll pointers only under a read view.
+/// Insert-only logs are freed at once: no reader follows an insert's roll
+/// pointer (the row did not exist before it).
+///
+/// Returns the end LSN of the mini-transaction; the segment mutex is held
+/// only for the page changes, never for the log wait.
 pub fn finish(
     store: &PageStore,
     rseg: &Rseg,
     m: &RsegMetrics,
     log: &UndoLog,
-    assign_no: Option<&dyn Fn() -> u64>,
+    ending: Ending,
+    assign_no: &dyn Fn() -> u64,
     history_len: &std::sync::atomic::AtomicU64,
 ) -> Result<Finished, TrxError> {
-    // Committed logs go to the history if purge has work in them, or if
-    // they are too long to free in one mini-transaction (purge frees them
-    // in chunks). A rolled-back log is trimmed first, then freed.
-    let to_history = assign_no.is_some() && (log.has_updates || log.pages as usize > FREE_CHUNK);
-    if assign_no.is_none() {
+    // Logs go to the history if readers or purge may need them, or if they
+    // are too long to free in one mini-transaction (purge frees them in
+    // chunks). A log freed here after a rollback is trimmed first (its page
+    // count is not known after recovery).
+    let to_history =
+        ending != Ending::RecoveryRollback && (log.has_updates || log.pages as usize > FREE_CHUNK);
+    if !to_history && ending != Ending::Commit {
         trim_to_first_page(store, log.space, log.first_page)?;
     }
+    let state = if ending == Ending::Commit {
+        STATE_COMMITTED
+    } else {
+        STATE_ROLLED_BACK
+    };
     let mut mtr = store.mtr()?;
     let mut mem = rseg.lock(m);
     // The serialisation number is taken under the segment mutex, so each
     // segment's history list is in serialisation order.
-    let trx_no = assign_no.map(|f| f());
+    let trx_no = to_history.then(assign_no);
     let h = rseg.header(&mut mtr)?;
     let first = mtr.get(PageId::new(log.space, log.first_page), LatchMode::Exclusive)?;
     check_undo_page(&mtr, first)?;
     mtr.write(h, R_SLOTS + log.slot as usize * 4, &0u32.to_le_bytes());
     match trx_no {
-        Some(no) if to_history => {
+        Some(no) => {
             mtr.write(first, U_TRX_NO, &no.to_le_bytes());
-            mtr.write(first, U_STATE, &[STATE_COMMITTED]);
+            mtr.write(first, U_STATE, &[state]);
             let hp = mtr.page(h);
             let (len, last) = (u64_at(hp, R_HIST_LEN), u32_at(hp, R_HIST_LAST));
             if last == 0 {
@@ -522,7 +557,7 @@ pub fn finish(
             // latch is released), so purge never counts below zero.
             history_len.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        _ => {
+        None => {
             free_pages(&mut mtr, log.space, log.first_page)?;
         }
     }
