@@ -61,7 +61,7 @@ wait_for() { # command... : retried for up to 60 s
 start_millrace() {
     mkdir -p "$TMP/millrace"
     "$BIN" serve --data-dir "$TMP/millrace/data" --listen 127.0.0.1:$MILLRACE_PORT \
-        --no-metrics >"$TMP/millrace/log" 2>&1 &
+        --no-metrics --buffer-pool-size 4G >"$TMP/millrace/log" 2>&1 &
     MILLRACE_PID=$!
     wait_for mariadb -h127.0.0.1 -P$MILLRACE_PORT -uroot -e "select 1"
     mariadb -h127.0.0.1 -P$MILLRACE_PORT -uroot -e "CREATE DATABASE sbtest"

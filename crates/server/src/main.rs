@@ -8,6 +8,7 @@
 
 mod bench;
 mod check;
+mod config;
 mod metrics_http;
 mod serve;
 mod stmt_types;

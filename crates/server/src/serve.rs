@@ -23,7 +23,7 @@ use millrace_metrics::Registry;
 use millrace_sql::plan::{OutColumn, ResultKind};
 use millrace_sql::{ConnInfo, Output, Session, SqlError, Value};
 use millrace_sys::cpu::{CpuBudget, CpuProbe};
-use millrace_trx::{Engine, TrxConfig};
+use millrace_trx::Engine;
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
     OkResponse, ParamParser, QueryResultWriter, RowWriter, StatementMetaWriter, StatusFlags,
@@ -47,82 +47,107 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TCP address to listen on.
-    #[arg(long, default_value = "127.0.0.1:3306")]
-    listen: String,
+    /// Settings file (TOML; see `config.rs` or the README); default:
+    /// ./millrace.toml if it exists. Flags win over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// TCP address to listen on [default: 127.0.0.1:3306].
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<String>,
     /// Also listen on this Unix socket.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// The data directory (created if missing, recovered if it crashed).
-    #[arg(long, default_value = "./millrace-data")]
-    data_dir: PathBuf,
-    /// Most client connections at once; more get error 1040.
-    #[arg(long, default_value_t = 512)]
-    max_connections: usize,
-    /// The password of user `root` (else $MILLRACE_ROOT_PASSWORD, else
-    /// empty; an empty password allows loopback and Unix socket only).
-    #[arg(long)]
+    /// The data directory (created if missing, recovered if it crashed)
+    /// [default: ./millrace-data].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Most client connections at once; more get error 1040 [default: 512].
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// The password of user `root` (else $MILLRACE_ROOT_PASSWORD, else the
+    /// config file, else empty; an empty password allows loopback and Unix
+    /// socket only).
+    #[arg(long, value_name = "PASSWORD")]
     root_password: Option<String>,
-    /// Prometheus text metrics at http://ADDR/metrics (loopback only).
-    #[arg(long, default_value = "127.0.0.1:9104")]
-    metrics_listen: String,
+    /// Prometheus text metrics at http://ADDR/metrics (loopback only)
+    /// [default: 127.0.0.1:9104].
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics_listen: Option<String>,
     /// No metrics endpoint.
     #[arg(long)]
     no_metrics: bool,
+    /// Buffer pool size, e.g. 512M or 2G [default: 1/16 of the memory
+    /// available, within 128M..2G].
+    #[arg(long, value_name = "SIZE")]
+    buffer_pool_size: Option<String>,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
-    let password = args
-        .root_password
-        .clone()
-        .or_else(|| std::env::var("MILLRACE_ROOT_PASSWORD").ok())
-        .unwrap_or_default();
-    let addr = args
+    let flags = crate::config::Flags {
+        config: args.config,
+        listen: args.listen,
+        socket: args.socket,
+        data_dir: args.data_dir,
+        max_connections: args.max_connections,
+        root_password: args.root_password,
+        metrics_listen: args.metrics_listen,
+        no_metrics: args.no_metrics,
+        buffer_pool_size: args.buffer_pool_size,
+    };
+    let settings = crate::config::resolve(
+        flags,
+        std::env::var("MILLRACE_ROOT_PASSWORD").ok(),
+        millrace_sys::mem::available_memory_bytes(),
+    )?;
+    let password = settings.root_password.clone();
+    let addr = settings
         .listen
         .to_socket_addrs()
-        .map_err(|e| format!("--listen {}: {e}", args.listen))?
+        .map_err(|e| format!("listen {}: {e}", settings.listen))?
         .next()
-        .ok_or_else(|| format!("--listen {}: no address", args.listen))?;
+        .ok_or_else(|| format!("listen {}: no address", settings.listen))?;
     if password.is_empty() && !is_loopback(addr.ip()) {
         return Err(format!(
-            "refusing to listen on {addr} with an empty root password: set --root-password \
-             or MILLRACE_ROOT_PASSWORD, or listen on loopback (127.0.0.1, ::1) or --socket"
+            "refusing to listen on {addr} with an empty root password: set --root-password, \
+             MILLRACE_ROOT_PASSWORD or root_password in the config, or listen on loopback \
+             (127.0.0.1, ::1) or --socket"
         ));
     }
-    if args.max_connections == 0 {
-        return Err("--max-connections must be at least 1".into());
-    }
-    let metrics_addr = if args.no_metrics {
-        None
-    } else {
-        let a = args
-            .metrics_listen
-            .to_socket_addrs()
-            .map_err(|e| format!("--metrics-listen {}: {e}", args.metrics_listen))?
-            .next()
-            .ok_or_else(|| format!("--metrics-listen {}: no address", args.metrics_listen))?;
-        if !is_loopback(a.ip()) {
-            return Err(format!(
-                "--metrics-listen {a}: the metrics endpoint listens on loopback only"
-            ));
+    let metrics_addr = match &settings.metrics_listen {
+        None => None,
+        Some(m) => {
+            let a = m
+                .to_socket_addrs()
+                .map_err(|e| format!("metrics_listen {m}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("metrics_listen {m}: no address"))?;
+            if !is_loopback(a.ip()) {
+                return Err(format!(
+                    "metrics_listen {a}: the metrics endpoint listens on loopback only"
+                ));
+            }
+            Some(a)
         }
-        Some(a)
     };
+    if let Some(f) = &settings.config_file {
+        println!("settings from {}", f.display());
+    }
 
     let t0 = Instant::now();
-    let dir = &args.data_dir;
+    let dir = &settings.data_dir;
     let storage =
         Arc::new(FsStorage::new(dir, false).map_err(|e| format!("{}: {e}", dir.display()))?);
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
-    let engine = Engine::open(storage, TrxConfig::default(), cpu, Registry::new())
+    let engine = Engine::open(storage, settings.engine.clone(), cpu, Registry::new())
         .map_err(|e| format!("opening {}: {e}", dir.display()))?;
     let sql = millrace_sql::Server::open(engine.clone())
         .map_err(|e| format!("opening the catalog in {}: {}", dir.display(), e.message))?;
     println!(
-        "millrace {}: data directory {} open in {:.1} s",
+        "millrace {}: data directory {} open in {:.1} s; {}",
         env!("CARGO_PKG_VERSION"),
         dir.display(),
-        t0.elapsed().as_secs_f64()
+        t0.elapsed().as_secs_f64(),
+        settings.engine_summary
     );
 
     let served = tokio::runtime::Builder::new_multi_thread()
@@ -131,11 +156,11 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("starting the network runtime: {e}"))
         .and_then(|rt| {
-            let r = rt.block_on(serve(&args, addr, metrics_addr, password, sql));
+            let r = rt.block_on(serve(&settings, addr, metrics_addr, password, sql));
             rt.shutdown_timeout(Duration::from_secs(1));
             r
         });
-    if let Some(path) = &args.socket {
+    if let Some(path) = &settings.socket {
         if served.is_ok() {
             let _ = std::fs::remove_file(path);
         }
@@ -173,7 +198,7 @@ struct Shared {
 }
 
 async fn serve(
-    args: &ServeArgs,
+    args: &crate::config::Settings,
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     password: String,

@@ -366,6 +366,46 @@ fn empty_password_refuses_non_loopback() {
     assert!(!dir.exists(), "nothing is opened before the check");
 }
 
+/// Settings come from the file named by --config, and flags win over it;
+/// a mistake in the file stops the server with an error that names it.
+#[test]
+fn config_file_settings_apply_and_mistakes_are_named() {
+    let dir = temp_dir("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("millrace.toml");
+    std::fs::write(
+        &file,
+        "max_connections = 1\nmetrics = false\n[engine]\nflush_log_at_trx_commit = 2\n\
+         buffer_pool_size = \"96M\"\n",
+    )
+    .unwrap();
+    let data = dir.join("data");
+    let config = file.to_str().unwrap();
+    let server = Server::start(&data, &["--config", config]);
+    let out = server.stdout.lock().unwrap().join("\n");
+    assert!(out.contains("settings from"), "{out}");
+    // The flag (128M, from Server::start) wins over the file's 96M.
+    assert!(out.contains("buffer pool 128.0 MiB"), "{out}");
+    assert!(out.contains("flush_log_at_trx_commit 2"), "{out}");
+    assert!(!out.contains("metrics at"), "{out}");
+    let _c = login_when_free(server.addr);
+    let (_, answer) = RawClient::login(server.addr, "root", PASSWORD);
+    assert_eq!(err(&answer).0, 1040, "max_connections = 1 from the file");
+    let (status, _) = server.stop();
+    assert!(status.success());
+
+    std::fs::write(&file, "[engine]\nbufer_pool_size = \"1G\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_millrace"))
+        .args(["serve", "--config", config, "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bufer_pool_size"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The Prometheus endpoint serves every engine metric; other paths are 404.
 #[test]
 fn metrics_endpoint_serves_the_registry() {

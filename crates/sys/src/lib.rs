@@ -1,10 +1,12 @@
 //! millrace-sys: what millrace knows about the machine it runs on.
 //!
-//! Owns: the CPU budget (affinity mask, cgroup v1/v2 quota up the hierarchy,
+//! Owns: the memory available (physical, or a cgroup limit) and the CPU
+//! budget (affinity mask, cgroup v1/v2 quota up the hierarchy,
 //! throttling, the process's own CPU usage rate) and deterministic randomness
 //! for seeded tests.
 //! Must not know about: files of the database, logs, pages, transactions, SQL.
 //! Everything above may depend on this crate; it depends on nothing of millrace.
 
 pub mod cpu;
+pub mod mem;
 pub mod rng;

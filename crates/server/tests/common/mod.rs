@@ -35,6 +35,9 @@ impl Server {
                 PASSWORD,
                 "--metrics-listen",
                 "127.0.0.1:0",
+                // Small: many servers run side by side in the tests.
+                "--buffer-pool-size",
+                "128M",
             ])
             .arg("--data-dir")
             .arg(dir)
