@@ -3,8 +3,8 @@
 //! log on its own, `millrace bench btree` a sysbench-like table on B+tree
 //! indexes, `millrace bench trx` the same table through transactions),
 //! checks a data directory (`millrace check`), and runs the MySQL-protocol
-//! server (`millrace serve`; SQL beyond what clients send on connect is not
-//! implemented yet).
+//! server (`millrace serve`, settings from flags and millrace.toml: see
+//! `config`).
 
 mod bench;
 mod check;
