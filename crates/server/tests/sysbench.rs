@@ -150,6 +150,28 @@ fn mariadb_client_runs_sql() {
     let server = Server::start(&dir, &[]);
     let out = mariadb(server.addr, "SELECT name FROM shop.items WHERE id = 2");
     assert!(text(&out).contains("pear"), "{}", text(&out));
+    // A result far larger than the server's 64 KiB output buffer arrives
+    // whole and in order (the buffer drains while it fills).
+    let values: Vec<String> = (0..2500)
+        .map(|i| format!("('{i:0>5}-{}', {i})", "x".repeat(30)))
+        .collect();
+    let out = mariadb(
+        server.addr,
+        &format!(
+            "INSERT INTO shop.items (name, price) VALUES {}; SELECT name FROM shop.items WHERE price < 2500 ORDER BY price",
+            values.join(",")
+        ),
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{}", &all[..all.len().min(2000)]);
+    let names: Vec<&str> = all
+        .lines()
+        .filter(|l| l.ends_with(&"x".repeat(30)))
+        .collect();
+    assert_eq!(names.len(), 2500);
+    for (i, n) in names.iter().enumerate() {
+        assert!(n.starts_with(&format!("{i:0>5}-")), "row {i}: {n}");
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     let (status, _) = server.stop();
     assert!(status.success() && Instant::now() < deadline);
