@@ -10,10 +10,11 @@
 //! - `D\0<db>` → version (u8): a database.
 //! - `T\0<db>\0<table>` → a [`TableSchema`], encoded by `TableSchema::encode`.
 //!
-//! A table's engine table is created (durably) before its catalog row is
-//! committed; a crash between the two leaves an engine table no catalog row
-//! names, which `Catalog::open` drops. DROP TABLE commits the deletion of the
-//! catalog row first and drops the engine table after.
+//! A table's engine table (and its toast table, which holds the values
+//! stored out of line, see `toast.rs`) is created (durably) before its
+//! catalog row is committed; a crash between the two leaves engine tables no
+//! catalog row names, which `Catalog::open` drops. DROP TABLE commits the
+//! deletion of the catalog row first and drops the engine tables after.
 
 use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
@@ -26,7 +27,9 @@ use std::time::{Duration, Instant};
 const MARKER_KEY: &[u8] = b"M";
 const MARKER: &[u8] = b"millrace-catalog";
 const CATALOG_VERSION: u8 = 1;
-const SCHEMA_VERSION: u8 = 1;
+/// Version 2 added the toast table id; version 1 schemas (tables made
+/// before it, without a toast table) still decode.
+const SCHEMA_VERSION: u8 = 2;
 
 /// A column of a table.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +57,12 @@ pub struct TableSchema {
     pub name: String,
     /// The engine table holding the rows.
     pub engine_table: u32,
+    /// The engine table holding the chunks of values stored out of line
+    /// (`toast.rs`); `None` for a table that cannot hold a long value, and
+    /// for tables made before schema version 2 (their rows stay inline).
+    /// A CREATE INDEX rebuild keeps it: the new rows point to the same
+    /// values.
+    pub toast_table: Option<u32>,
     pub columns: Vec<ColumnSchema>,
     /// Primary key columns; empty: a hidden 8-byte row id is the key.
     pub primary_key: Vec<usize>,
@@ -99,6 +108,9 @@ impl TableSchema {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![SCHEMA_VERSION];
         b.extend_from_slice(&self.engine_table.to_le_bytes());
+        // Engine table ids are tablespace ids, never 0 (the system space).
+        assert_ne!(self.toast_table, Some(0), "toast table id 0");
+        b.extend_from_slice(&self.toast_table.unwrap_or(0).to_le_bytes());
         put_str(&mut b, &self.db);
         put_str(&mut b, &self.name);
         b.extend_from_slice(&(self.columns.len() as u16).to_le_bytes());
@@ -131,10 +143,17 @@ impl TableSchema {
     pub fn decode(bytes: &[u8]) -> Result<TableSchema, String> {
         let mut r = Reader { b: bytes, at: 0 };
         let version = r.u8()?;
-        if version != SCHEMA_VERSION {
+        if version != 1 && version != SCHEMA_VERSION {
             return Err(format!("table schema version {version} is not supported"));
         }
         let engine_table = r.u32()?;
+        let toast_table = match version {
+            1 => None,
+            _ => Some(r.u32()?).filter(|&t| t != 0),
+        };
+        if toast_table == Some(engine_table) {
+            return Err("the toast table is the table itself".into());
+        }
         let db = r.str()?;
         let name = r.str()?;
         let n = r.u16()? as usize;
@@ -179,6 +198,7 @@ impl TableSchema {
             db,
             name,
             engine_table,
+            toast_table,
             columns,
             primary_key,
             indexes,
@@ -361,6 +381,9 @@ pub struct TableEntry {
     pub schema: Arc<TableSchema>,
     /// The next AUTO_INCREMENT value (or hidden row id); 0 until loaded.
     pub next_id: AtomicU64,
+    /// The next id of a value stored out of line in the toast table; 0
+    /// until loaded (see `toast::next_value_id`).
+    pub next_value_id: AtomicU64,
     pub mdl: Mdl,
 }
 
@@ -455,14 +478,18 @@ impl Catalog {
                     Arc::new(TableEntry {
                         schema: Arc::new(s),
                         next_id: AtomicU64::new(0),
+                        next_value_id: AtomicU64::new(0),
                         mdl: Mdl::default(),
                     }),
                 );
             }
         }
+        // A toast table is named by its table's catalog row too.
         let used: std::collections::HashSet<u32> = tables
             .values()
-            .map(|t: &Arc<TableEntry>| t.schema.engine_table)
+            .flat_map(|t: &Arc<TableEntry>| {
+                std::iter::once(t.schema.engine_table).chain(t.schema.toast_table)
+            })
             .collect();
         for id in ids {
             if id != table_id && !used.contains(&id) {
@@ -572,29 +599,54 @@ impl Catalog {
         self.databases.write().expect("poisoned").remove(db);
         self.version.fetch_add(1, Ordering::AcqRel);
         for e in &tables {
-            self.engine
-                .drop_table(e.schema.engine_table)
-                .map_err(engine_err)?;
+            self.drop_engine_tables(&e.schema)?;
         }
         Ok(())
     }
 
-    /// Creates the engine table for `schema` (its `engine_table` is set
-    /// here) and commits its catalog row.
-    pub fn create_table(&self, mut schema: TableSchema) -> Result<Arc<TableEntry>, SqlError> {
+    /// Drops a table's engine table and its toast table (after its catalog
+    /// row is gone, or was never committed).
+    fn drop_engine_tables(&self, s: &TableSchema) -> Result<(), SqlError> {
+        self.engine.drop_table(s.engine_table).map_err(engine_err)?;
+        if let Some(toast) = s.toast_table {
+            self.engine.drop_table(toast).map_err(engine_err)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the engine table for `schema`, and with `with_toast` its toast
+    /// table (`engine_table` and `toast_table` are set here), and commits its
+    /// catalog row. A crash before the commit leaves engine tables that no
+    /// catalog row names: `open` drops them.
+    pub fn create_table(
+        &self,
+        mut schema: TableSchema,
+        with_toast: bool,
+    ) -> Result<Arc<TableEntry>, SqlError> {
         schema.engine_table = self
             .engine
             .create_table(&schema.engine_keys())
             .map_err(engine_err)?;
+        schema.toast_table = None;
+        if with_toast {
+            match self.engine.create_table(&[]) {
+                Ok(id) => schema.toast_table = Some(id),
+                Err(e) => {
+                    let _ = self.engine.drop_table(schema.engine_table);
+                    return Err(engine_err(e));
+                }
+            }
+        }
         let key = table_key(&schema.db, &schema.name);
         let bytes = schema.encode();
         if let Err(e) = self.change(|t| t.insert(self.table_id, &key, &bytes)) {
-            let _ = self.engine.drop_table(schema.engine_table);
+            let _ = self.drop_engine_tables(&schema);
             return Err(e);
         }
         let entry = Arc::new(TableEntry {
             schema: Arc::new(schema),
             next_id: AtomicU64::new(0),
+            next_value_id: AtomicU64::new(0),
             mdl: Mdl::default(),
         });
         self.tables.write().expect("poisoned").insert(
@@ -607,18 +659,26 @@ impl Catalog {
 
     /// Replaces a table's definition by `new` (same name, rows already
     /// copied to `new.engine_table`): one catalog transaction, then the old
-    /// engine table is dropped.
+    /// engine table is dropped. The toast table is not: the new rows point
+    /// to the same out-of-line values, so `new` keeps the old toast table
+    /// (or, when the old table had none, may bring a new one).
     pub fn replace_table(
         &self,
         old: &TableEntry,
         new: TableSchema,
     ) -> Result<Arc<TableEntry>, SqlError> {
+        assert!(
+            old.schema.toast_table.is_none() || old.schema.toast_table == new.toast_table,
+            "a rebuild must keep the toast table its rows point into"
+        );
         let key = table_key(&new.db, &new.name);
         let bytes = new.encode();
         self.change(|t| t.update(self.table_id, &key, &bytes).map(|_| ()))?;
         let entry = Arc::new(TableEntry {
             schema: Arc::new(new),
             next_id: AtomicU64::new(old.next_id.load(Ordering::SeqCst)),
+            // Same toast table, same counter: ids handed out stay unique.
+            next_value_id: AtomicU64::new(old.next_value_id.load(Ordering::SeqCst)),
             mdl: Mdl::default(),
         });
         self.tables.write().expect("poisoned").insert(
@@ -643,8 +703,7 @@ impl Catalog {
             .expect("poisoned")
             .remove(&(s.db.clone(), s.name.clone()));
         self.version.fetch_add(1, Ordering::AcqRel);
-        self.engine.drop_table(s.engine_table).map_err(engine_err)?;
-        Ok(())
+        self.drop_engine_tables(s)
     }
 }
 
@@ -657,6 +716,7 @@ mod tests {
             db: "sbtest".into(),
             name: "sbtest1".into(),
             engine_table: 7,
+            toast_table: Some(9),
             columns: vec![
                 ColumnSchema {
                     name: "id".into(),
@@ -696,6 +756,33 @@ mod tests {
     fn schema_round_trip() {
         let s = schema();
         assert_eq!(TableSchema::decode(&s.encode()).unwrap(), s);
+        let none = TableSchema {
+            toast_table: None,
+            ..schema()
+        };
+        assert_eq!(TableSchema::decode(&none.encode()).unwrap(), none);
+    }
+
+    #[test]
+    fn version_1_schemas_decode_without_a_toast_table() {
+        // Version 1 is version 2 without the toast table id.
+        let v2 = TableSchema {
+            toast_table: None,
+            ..schema()
+        }
+        .encode();
+        assert_eq!(&v2[5..9], &[0, 0, 0, 0]);
+        let mut v1 = vec![1];
+        v1.extend_from_slice(&v2[1..5]);
+        v1.extend_from_slice(&v2[9..]);
+        let s = TableSchema::decode(&v1).unwrap();
+        assert_eq!(s.toast_table, None);
+        assert_eq!(s.columns, schema().columns);
+        assert!(TableSchema::decode(&[3]).is_err());
+        // A toast table that is the table itself is damage.
+        let mut same = schema().encode();
+        same[5..9].copy_from_slice(&7u32.to_le_bytes());
+        assert!(TableSchema::decode(&same).is_err());
     }
 
     #[test]

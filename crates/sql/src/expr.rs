@@ -427,6 +427,40 @@ impl Expr {
         }
     }
 
+    /// Sets `used[i]` for every column `i` the expression reads (so a
+    /// statement fetches only the out-of-line values it needs).
+    pub fn mark_columns(&self, used: &mut [bool]) {
+        match self {
+            Expr::Column(i) => {
+                if let Some(u) = used.get_mut(*i) {
+                    *u = true;
+                }
+            }
+            Expr::Aggregate(_) | Expr::Literal(_) | Expr::Param(_) | Expr::Default => {}
+            Expr::Binary(_, l, r) => {
+                l.mark_columns(used);
+                r.mark_columns(used);
+            }
+            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull(e, _) => e.mark_columns(used),
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                for e in [expr, low, high] {
+                    e.mark_columns(used);
+                }
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.mark_columns(used);
+                list.iter().for_each(|e| e.mark_columns(used));
+            }
+            Expr::Like { expr, pattern, .. } => {
+                expr.mark_columns(used);
+                pattern.mark_columns(used);
+            }
+            Expr::Call(_, args) => args.iter().for_each(|e| e.mark_columns(used)),
+        }
+    }
+
     /// Whether a parameter occurs in the expression.
     pub fn has_param(&self) -> bool {
         match self {

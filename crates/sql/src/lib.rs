@@ -5,14 +5,16 @@
 //! (sqlparser, MySQL dialect), planning (access paths, plan caches per
 //! prepared statement and per text statement shape) and execution of SQL
 //! statements against the engine's transactions; the column types and
-//! values (`types`), the memcomparable key encoding (`keycode`) and the
-//! stored row format (`row`).
+//! values (`types`), the memcomparable key encoding (`keycode`), the
+//! stored row format (`row`) and long values stored out of line in a
+//! table's toast table (`toast`).
 //! Must not know about: file I/O, pages, the buffer pool or the B+tree
 //! (it sees the engine's tables as keys and values in transactions), or
 //! the MySQL wire protocol (sessions return values and MySQL error codes;
 //! the server encodes them).
 //! Depends on: millrace-trx (transactions), millrace-redo (the durability
-//! setting), millrace-metrics, sqlparser.
+//! setting), millrace-metrics, sqlparser, crc32c (checksums of values
+//! stored out of line).
 //!
 //! Decoders treat their input as hostile: truncated or malformed bytes are a
 //! [`CodecError`] or a [`SqlError`], never a panic.
@@ -24,13 +26,17 @@ pub mod plan;
 pub mod row;
 pub mod session;
 pub mod shape;
+mod toast;
 pub mod types;
 pub mod vtab;
 
 use std::fmt;
 
 pub use keycode::{decode_key, decode_key_prefix, encode_key, try_encode_key};
-pub use row::{decode_column, decode_row, encode_row};
+pub use row::{
+    decode_column, decode_row, decode_row_external, encode_row, encode_row_external, ExternalRef,
+    ExternalRefs,
+};
 pub use session::{ConnInfo, Output, Server, Session, SERVER_VERSION, VERSION_COMMENT};
 pub use types::{compare, ColumnType, Value, ValueError};
 
@@ -74,6 +80,9 @@ pub enum CodecError {
     ColumnCount { expected: usize, got: usize },
     /// `decode_column` was asked for a column the row does not have.
     NoSuchColumn { index: usize, columns: usize },
+    /// The column's value is stored out of line (`decode_row` and
+    /// `decode_column` do not fetch it; see `decode_row_external`).
+    OutOfLine { column: usize },
 }
 
 impl fmt::Display for CodecError {
@@ -94,6 +103,9 @@ impl fmt::Display for CodecError {
             }
             CodecError::NoSuchColumn { index, columns } => {
                 write!(f, "no column {index} in a row of {columns} columns")
+            }
+            CodecError::OutOfLine { column } => {
+                write!(f, "column {column} is stored out of line")
             }
         }
     }

@@ -14,10 +14,13 @@ use crate::plan::{
     self, no_table, object_name, unsupported, Access, AggKind, OutColumn, Plan, PlanKind, Planner,
     ResultKind, SelectPlan, SessionInfo, Source,
 };
+use crate::toast;
 use crate::types::{ColumnType, Value};
-use crate::{decode_row, encode_key, encode_row, SqlError};
+use crate::{
+    decode_row_external, encode_key, encode_row_external, ExternalRef, ExternalRefs, SqlError,
+};
 use millrace_trx::{
-    encode_segments, split_segments, Isolation, LockMode, RuntimeSettings, Trx, TrxError,
+    encode_segments, split_segments, Engine, Isolation, LockMode, RuntimeSettings, Trx, TrxError,
 };
 use sqlparser::ast;
 use sqlparser::dialect::MySqlDialect;
@@ -43,8 +46,12 @@ const COPY_BATCH_ROWS: usize = 1000;
 /// over every key that starts with it (no key encoding has so many 0xFF).
 const HIGH_SUFFIX: [u8; 24] = [0xFF; 24];
 
+/// A decoded row: its values, with NULL in place of each value stored out
+/// of line that was not fetched, and the pointers to every value stored out
+/// of line (column, pointer; ascending columns; usually empty).
+type Decoded = (Vec<Value>, ExternalRefs);
 /// A decoded row with its primary key.
-type KeyedRow = (Vec<u8>, Vec<Value>);
+type KeyedRow = (Vec<u8>, Vec<Value>, ExternalRefs);
 /// A stored row: primary key and value bytes.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
@@ -161,23 +168,73 @@ fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
     }
 }
 
-/// Decodes a stored row of `s`.
-fn decode_stored(
-    s: &TableSchema,
-    types: &[ColumnType],
-    value: &[u8],
-) -> Result<Vec<Value>, SqlError> {
+/// Decodes a stored row of `s`; values stored out of line are not fetched
+/// (see `fetch_external`).
+fn decode_stored(s: &TableSchema, types: &[ColumnType], value: &[u8]) -> Result<Decoded, SqlError> {
     let (_, payload) =
         split_segments(value, s.indexes.len()).ok_or_else(|| corrupt("bad key segments"))?;
-    decode_row(payload, types).map_err(corrupt)
+    let d = decode_row_external(payload, types).map_err(corrupt)?;
+    if !d.1.is_empty() && s.toast_table.is_none() {
+        return Err(corrupt(
+            "a value out of line in a table without a toast table",
+        ));
+    }
+    Ok(d)
 }
 
-/// Encodes a row of `s` (coerced values) as the engine stores it.
-fn encode_stored(
+/// Fetches the values stored out of line of a row of `s` that `needed`
+/// names (all with `None`) into `row`, in `trx`; `lock`: the row was read
+/// locked, in its latest version (see `toast::fetch`).
+#[allow(clippy::too_many_arguments)]
+fn fetch_external(
+    trx: &Trx,
     s: &TableSchema,
     types: &[ColumnType],
+    page_size: usize,
+    row: &mut [Value],
+    external: &[(usize, ExternalRef)],
+    needed: Option<&[bool]>,
+    lock: bool,
+) -> Result<(), SqlError> {
+    // decode_stored refuses pointers in a table without a toast table.
+    let Some(toast) = s.toast_table else {
+        return Ok(());
+    };
+    let chunk = toast::chunk_bytes(page_size);
+    for &(c, r) in external {
+        if needed.is_none_or(|n| n[c]) {
+            row[c] = toast::fetch(trx, toast, &r, &types[c], chunk, lock)?;
+        }
+    }
+    Ok(())
+}
+
+/// Encodes a row of `s` (coerced values) as the engine stores it. The
+/// columns in `external` stay pointers to their values out of line (their
+/// entries in `row` are not read, except for key columns, which must hold
+/// the fetched value); when the row is over the inline limit, more values go
+/// out of line by the rule in `toast.rs`: their chunks are written in `trx`
+/// under ids from `counter`. Returns the stored value and all its pointers.
+#[allow(clippy::too_many_arguments)]
+fn store_row(
+    trx: &Trx,
+    engine: &Engine,
+    s: &TableSchema,
+    counter: &AtomicU64,
+    types: &[ColumnType],
     row: &[Value],
-) -> Result<Vec<u8>, SqlError> {
+    mut external: ExternalRefs,
+    page_size: usize,
+) -> Result<(Vec<u8>, ExternalRefs), SqlError> {
+    // Keys are built from whole values: a key column out of line was
+    // fetched by the statement (a value stored out of line is never NULL).
+    for &(c, _) in &external {
+        assert!(
+            !row[c].is_null() || !s.indexes.iter().any(|i| i.columns.contains(&c)),
+            "key column {c} of {} stored out of line but not fetched",
+            s.name
+        );
+    }
     let keys: Vec<Vec<u8>> = s
         .indexes
         .iter()
@@ -185,8 +242,77 @@ fn encode_stored(
         .collect();
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     let mut payload = Vec::new();
-    encode_row(row, types, &mut payload).map_err(corrupt)?;
-    Ok(encode_segments(&refs, &payload))
+    encode_row_external(row, &external, types, &mut payload).map_err(corrupt)?;
+    if let Some(toast) = s.toast_table {
+        let segments: usize = keys.iter().map(|k| 2 + k.len()).sum();
+        let limit = toast::inline_limit(page_size);
+        let moved = toast::choose(row, types, &external, segments + payload.len(), limit);
+        if !moved.is_empty() {
+            let chunk = toast::chunk_bytes(page_size);
+            let newest_kept = external.iter().map(|(_, r)| r.id).max().unwrap_or(0);
+            for c in moved {
+                let Value::Bytes(b) = &row[c] else {
+                    unreachable!("toast::choose picks byte values")
+                };
+                let id = toast::next_value_id(engine, counter, toast)?;
+                // Ids only grow (toast::next_value_id): a kept pointer at or
+                // above a new id means the toast table lost its newest keys.
+                if id <= newest_kept {
+                    return Err(corrupt(format!(
+                        "toast table {toast} ends below value {newest_kept} a row points to"
+                    )));
+                }
+                external.push((c, toast::write(trx, toast, id, b, chunk)?));
+            }
+            external.sort_unstable_by_key(|&(c, _)| c);
+            payload.clear();
+            encode_row_external(row, &external, types, &mut payload).map_err(corrupt)?;
+        }
+    }
+    Ok((encode_segments(&refs, &payload), external))
+}
+
+/// Deletes the values out of line of `old` (a row's pointers before a
+/// change) that `new` (its pointers after; empty when the row is deleted)
+/// no longer points to. Called after the row change, so that a failure in
+/// between leaves at worst chunks nothing points to, never a row pointing
+/// to deleted chunks.
+fn delete_unused(
+    trx: &Trx,
+    s: &TableSchema,
+    page_size: usize,
+    old: &[(usize, ExternalRef)],
+    new: &[(usize, ExternalRef)],
+) -> Result<(), SqlError> {
+    let Some(toast) = s.toast_table else {
+        return Ok(());
+    };
+    let chunk = toast::chunk_bytes(page_size);
+    for (_, r) in old {
+        if !new.iter().any(|(_, n)| n.id == r.id) {
+            toast::delete(trx, toast, r, chunk)?;
+        }
+    }
+    Ok(())
+}
+
+/// The columns a statement over table `s` reads through `exprs` (and
+/// `also`), for fetching only those values out of line; `None` (fetch all
+/// there are) for a table without a toast table, which has none.
+fn needed_columns<'a>(
+    s: &TableSchema,
+    exprs: impl IntoIterator<Item = &'a Expr>,
+    also: impl IntoIterator<Item = usize>,
+) -> Option<Vec<bool>> {
+    s.toast_table?;
+    let mut used = vec![false; s.columns.len()];
+    for e in exprs {
+        e.mark_columns(&mut used);
+    }
+    for c in also {
+        used[c] = true;
+    }
+    Some(used)
 }
 
 /// Checks the UNIQUE secondary indexes of `s` for `row` (keyed `pk`) by a
@@ -849,9 +975,11 @@ impl Session {
                     // transaction is rolled back.
                     let _ = self.end_trx(false);
                 } else if let (Some(sp), Some(trx)) = (savepoint, &self.trx) {
-                    if e.code != 1205 {
-                        trx.rollback_to_savepoint(sp).map_err(engine_err)?;
-                    }
+                    // The whole statement, a lock wait timeout's too (the
+                    // engine undid only the call that waited): as MySQL does,
+                    // and so that the chunks an INSERT or UPDATE wrote for
+                    // long values do not outlive the row change that failed.
+                    trx.rollback_to_savepoint(sp).map_err(engine_err)?;
                 }
                 Err(e)
             }
@@ -877,9 +1005,15 @@ impl Session {
         }))
     }
 
+    fn page_size(&self) -> usize {
+        self.server.engine().store().pool().page_size()
+    }
+
     /// Reads the rows `access` can reach (a superset of those the filter
-    /// accepts): (primary key, row). With `lock`, each row is locked
-    /// exclusively and read in its latest version.
+    /// accepts): (primary key, row, pointers out of line). With `lock`, each
+    /// row is locked exclusively and read in its latest version. Of the
+    /// values stored out of line, those of the columns `needed` names (all
+    /// with `None`) are fetched; the others stay NULL in the row.
     fn read_rows(
         &mut self,
         entry: &TableEntry,
@@ -887,10 +1021,21 @@ impl Session {
         params: &[Value],
         lock: bool,
         limit: usize,
+        needed: Option<&[bool]>,
     ) -> Result<Vec<KeyedRow>, SqlError> {
         let s = entry.schema.clone();
         let types = s.types();
         let table = s.engine_table;
+        let page_size = self.page_size();
+        let decode = |trx: &Trx, v: &[u8]| -> Result<Decoded, SqlError> {
+            let (mut row, external) = decode_stored(&s, &types, v)?;
+            if !external.is_empty() {
+                fetch_external(
+                    trx, &s, &types, page_size, &mut row, &external, needed, lock,
+                )?;
+            }
+            Ok((row, external))
+        };
         let mut access = access.clone();
         // Point keys that do not convert to the column type match nothing
         // by index: fall back on a scan (the filter decides).
@@ -923,7 +1068,10 @@ impl Session {
             }
             .map_err(engine_err)?;
             return match v {
-                Some(v) => Ok(vec![(pk, decode_stored(&s, &types, &v)?)]),
+                Some(v) => {
+                    let (row, external) = decode(trx, &v)?;
+                    Ok(vec![(pk, row, external)])
+                }
                 None => Ok(vec![]),
             };
         }
@@ -984,10 +1132,12 @@ impl Session {
                     .get_locked(table, &pk, LockMode::Exclusive)
                     .map_err(engine_err)?
                 {
-                    out.push((pk, decode_stored(&s, &types, &v)?));
+                    let (row, external) = decode(trx, &v)?;
+                    out.push((pk, row, external));
                 }
             } else {
-                out.push((pk, decode_stored(&s, &types, &v)?));
+                let (row, external) = decode(trx, &v)?;
+                out.push((pk, row, external));
             }
         }
         Ok(out)
@@ -1033,11 +1183,26 @@ impl Session {
         let source: Vec<Vec<Value>> = match &p.source {
             Source::Nothing => vec![vec![]],
             Source::Virtual(v) => v.rows(&self.server.catalog),
-            Source::Table(t) => self
-                .read_rows(t, &p.access, params, p.for_update, scan_limit)?
+            Source::Table(t) => {
+                let exprs = p
+                    .filter
+                    .iter()
+                    .chain(&p.items)
+                    .chain(p.order_by.iter().map(|(e, _)| e))
+                    .chain(p.aggregates.iter().filter_map(|a| a.arg.as_ref()));
+                let needed = needed_columns(&t.schema, exprs, []);
+                self.read_rows(
+                    t,
+                    &p.access,
+                    params,
+                    p.for_update,
+                    scan_limit,
+                    needed.as_deref(),
+                )?
                 .into_iter()
-                .map(|(_, r)| r)
-                .collect(),
+                .map(|(_, r, _)| r)
+                .collect()
+            }
         };
         let mut rows = Vec::new();
         for r in source {
@@ -1225,7 +1390,18 @@ impl Session {
             };
             let trx = self.trx.as_ref().expect("statement has a transaction");
             check_unique(trx, &s, &row, &pk, None)?;
-            let value = encode_stored(&s, &types, &row)?;
+            // The chunks of long values first, then the row that points to
+            // them (a failure undoes both with the statement).
+            let (value, _) = store_row(
+                trx,
+                self.server.engine(),
+                &s,
+                &p.table.next_value_id,
+                &types,
+                &row,
+                Vec::new(),
+                self.page_size(),
+            )?;
             match trx.insert(s.engine_table, &pk, &value) {
                 Ok(()) => {}
                 Err(TrxError::Duplicate) => {
@@ -1250,10 +1426,27 @@ impl Session {
         let s = p.table.schema.clone();
         let types = s.types();
         let limit = Self::limit_of(&p.limit, params)?.unwrap_or(usize::MAX);
-        let rows = self.read_rows(&p.table, &p.access, params, true, usize::MAX)?;
+        // Out-of-line values to fetch: what the filter and the SET
+        // expressions read, the SET targets (to tell a change) and the key
+        // columns (keys are built from whole values). The others keep their
+        // pointers unread.
+        let exprs = p.filter.iter().chain(p.sets.iter().map(|(_, e)| e));
+        let keys = s.indexes.iter().flat_map(|i| i.columns.iter().copied());
+        let also = p.sets.iter().map(|(c, _)| *c);
+        let also = also.chain(s.primary_key.iter().copied()).chain(keys);
+        let needed = needed_columns(&s, exprs, also);
+        let rows = self.read_rows(
+            &p.table,
+            &p.access,
+            params,
+            true,
+            usize::MAX,
+            needed.as_deref(),
+        )?;
+        let page_size = self.page_size();
         let mut changed = 0u64;
         let mut matched = 0usize;
-        for (pk, old) in rows {
+        for (pk, old, old_external) in rows {
             if matched >= limit {
                 break;
             }
@@ -1288,7 +1481,24 @@ impl Session {
             };
             let trx = self.trx.as_ref().expect("statement has a transaction");
             check_unique(trx, &s, &new, &new_pk, Some(&old))?;
-            let value = encode_stored(&s, &types, &new)?;
+            // A value out of line that did not change keeps its pointer (the
+            // chunks are not copied); an unfetched one cannot have changed,
+            // as every SET target was fetched.
+            let kept: ExternalRefs = old_external
+                .iter()
+                .filter(|&&(c, _)| new[c] == old[c])
+                .copied()
+                .collect();
+            let (value, new_external) = store_row(
+                trx,
+                self.server.engine(),
+                &s,
+                &p.table.next_value_id,
+                &types,
+                &new,
+                kept,
+                page_size,
+            )?;
             if new_pk != pk {
                 trx.delete(s.engine_table, &pk).map_err(engine_err)?;
                 match trx.insert(s.engine_table, &new_pk, &value) {
@@ -1302,6 +1512,9 @@ impl Session {
                 trx.update(s.engine_table, &pk, &value)
                     .map_err(engine_err)?;
             }
+            // The old values under this transaction's delete marks: older
+            // read views still see them, purge removes them after.
+            delete_unused(trx, &s, page_size, &old_external, &new_external)?;
             changed += 1;
         }
         Ok(Output::affected(changed))
@@ -1312,9 +1525,19 @@ impl Session {
             unreachable!("delete plan")
         };
         let limit = Self::limit_of(&p.limit, params)?.unwrap_or(usize::MAX);
-        let rows = self.read_rows(&p.table, &p.access, params, true, usize::MAX)?;
+        let s = &p.table.schema;
+        let needed = needed_columns(s, p.filter.iter(), []);
+        let rows = self.read_rows(
+            &p.table,
+            &p.access,
+            params,
+            true,
+            usize::MAX,
+            needed.as_deref(),
+        )?;
+        let page_size = self.page_size();
         let mut n = 0u64;
-        for (pk, row) in rows {
+        for (pk, row, external) in rows {
             if n as usize >= limit {
                 break;
             }
@@ -1322,10 +1545,8 @@ impl Session {
                 continue;
             }
             let trx = self.trx.as_ref().expect("statement has a transaction");
-            if trx
-                .delete(p.table.schema.engine_table, &pk)
-                .map_err(engine_err)?
-            {
+            if trx.delete(s.engine_table, &pk).map_err(engine_err)? {
+                delete_unused(trx, s, page_size, &external, &[])?;
                 n += 1;
             }
         }
@@ -1810,6 +2031,7 @@ impl Session {
             db: db.clone(),
             name: name.clone(),
             engine_table: 0,
+            toast_table: None,
             columns: Vec::new(),
             primary_key: Vec::new(),
             indexes: Vec::new(),
@@ -1963,7 +2185,8 @@ impl Session {
                 format!("Table '{name}' already exists"),
             ));
         }
-        cat.create_table(s)?;
+        let with_toast = toast::needs_toast(&s, self.page_size());
+        cat.create_table(s, with_toast)?;
         Ok(Output::ok())
     }
 
@@ -1992,12 +2215,37 @@ impl Session {
         Ok(Output::ok())
     }
 
+    /// Copies the rows of `old` into a new engine table for schema `s`, then
+    /// switches the catalog to it. The rows keep their pointers to values
+    /// out of line: the new schema keeps the toast table (a table from
+    /// before toast tables that needs one gets it here), and only the old
+    /// engine table is dropped.
     fn rebuild(&self, old: &TableEntry, mut s: TableSchema) -> Result<(), SqlError> {
         let cat = &self.server.catalog;
         let engine = self.server.engine();
+        let page_size = self.page_size();
         s.engine_table = engine.create_table(&s.engine_keys()).map_err(engine_err)?;
+        let new_toast = if s.toast_table.is_none() && toast::needs_toast(&s, page_size) {
+            match engine.create_table(&[]) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    let _ = engine.drop_table(s.engine_table);
+                    return Err(engine_err(e));
+                }
+            }
+        } else {
+            None
+        };
+        s.toast_table = s.toast_table.or(new_toast);
         let (old_types, new_types) = (old.schema.types(), s.types());
-        let copy = || -> Result<u64, SqlError> {
+        // Only the key columns' values out of line are needed (to build the
+        // new keys); the rest is copied as pointers.
+        let keys = s.indexes.iter().flat_map(|i| i.columns.iter().copied());
+        let needed = needed_columns(&s, [], keys);
+        // Values this rebuild moved out of line (a row that the new key
+        // makes longer): deleted again if the rebuild fails.
+        let mut fresh: Vec<ExternalRef> = Vec::new();
+        let mut copy = || -> Result<u64, SqlError> {
             let mut from: Option<Vec<u8>> = None;
             let mut copied = 0u64;
             loop {
@@ -2015,15 +2263,46 @@ impl Session {
                 if batch.is_empty() {
                     return Ok(copied);
                 }
+                // The exclusive metadata lock keeps writers out, so the
+                // writer reads (the values out of line) what the reader saw.
                 let writer = engine.begin(Isolation::RepeatableRead);
+                let mut batch_fresh = Vec::new();
                 for (pk, v) in &batch {
-                    let row = decode_stored(&old.schema, &old_types, v)?;
+                    let (mut row, external) = decode_stored(&old.schema, &old_types, v)?;
+                    fetch_external(
+                        &writer,
+                        &old.schema,
+                        &old_types,
+                        page_size,
+                        &mut row,
+                        &external,
+                        needed.as_deref(),
+                        false,
+                    )?;
                     check_unique(&writer, &s, &row, pk, None)?;
+                    let (value, stored) = store_row(
+                        &writer,
+                        engine,
+                        &s,
+                        &old.next_value_id,
+                        &new_types,
+                        &row,
+                        external.clone(),
+                        page_size,
+                    )?;
+                    batch_fresh.extend(
+                        stored
+                            .iter()
+                            .filter(|(_, r)| !external.iter().any(|(_, e)| e.id == r.id))
+                            .map(|&(_, r)| r),
+                    );
                     writer
-                        .insert(s.engine_table, pk, &encode_stored(&s, &new_types, &row)?)
+                        .insert(s.engine_table, pk, &value)
                         .map_err(engine_err)?;
                 }
                 writer.commit().map_err(engine_err)?;
+                // (An uncommitted batch's chunks go with its rollback.)
+                fresh.append(&mut batch_fresh);
                 copied += batch.len() as u64;
                 from = batch.last().map(|(k, _)| k.clone());
             }
@@ -2036,6 +2315,26 @@ impl Session {
             }
             Err(e) => {
                 let _ = engine.drop_table(s.engine_table);
+                match (new_toast, s.toast_table) {
+                    (Some(t), _) => {
+                        let _ = engine.drop_table(t);
+                    }
+                    (None, Some(t)) if !fresh.is_empty() => {
+                        // Best effort: what is left is unreferenced chunks
+                        // (space), never a row pointing to missing ones.
+                        let chunk = toast::chunk_bytes(page_size);
+                        let cleanup = engine.begin(Isolation::RepeatableRead);
+                        let r = fresh
+                            .iter()
+                            .try_for_each(|v| toast::delete(&cleanup, t, v, chunk));
+                        let _ = if r.is_ok() {
+                            cleanup.commit().map_err(engine_err)
+                        } else {
+                            cleanup.rollback().map_err(engine_err)
+                        };
+                    }
+                    _ => {}
+                }
                 Err(e)
             }
         }

@@ -438,3 +438,475 @@ fn variables_status_and_virtual_tables() {
     drop(s);
     engine.shutdown().unwrap();
 }
+
+// ---- values stored out of line (toast.rs) ----------------------------------
+
+/// Deterministic bytes: random (`text`: printable ASCII, valid UTF-8).
+fn noise(seed: u64, n: usize, text: bool) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = (x >> 24) as u8;
+            if text {
+                b' ' + b % 95
+            } else {
+                b
+            }
+        })
+        .collect()
+}
+
+/// The values of a result, unconverted.
+fn values(out: Result<Output, SqlError>) -> Vec<Vec<Value>> {
+    match out {
+        Ok(Output::Rows { rows, .. }) => rows,
+        other => panic!("expected rows, got {other:?}"),
+    }
+}
+
+fn one_value(out: Result<Output, SqlError>) -> Value {
+    let mut v = values(out);
+    assert_eq!(v.len(), 1, "one row");
+    v.pop().unwrap().pop().unwrap()
+}
+
+fn bytes(v: Vec<u8>) -> Value {
+    Value::Bytes(v)
+}
+
+fn schema_of(server: &Server, db: &str, table: &str) -> Arc<TableSchema> {
+    server.catalog.table(db, table).unwrap().schema.clone()
+}
+
+/// The keys of a toast table visible to a new transaction.
+fn toast_keys(engine: &Arc<Engine>, toast: u32) -> Vec<Vec<u8>> {
+    let t = engine.begin(Isolation::RepeatableRead);
+    let rows = t
+        .scan(toast, Bound::Unbounded, Bound::Unbounded, usize::MAX)
+        .unwrap();
+    t.commit().unwrap();
+    rows.into_iter().map(|(k, _)| k).collect()
+}
+
+/// The value ids named by a toast table's keys, each once.
+fn toast_ids(engine: &Arc<Engine>, toast: u32) -> Vec<u64> {
+    let mut ids: Vec<u64> = toast_keys(engine, toast)
+        .iter()
+        .map(|k| u64::from_be_bytes(k[..8].try_into().unwrap()))
+        .collect();
+    ids.dedup();
+    ids
+}
+
+const DOCS: &str = "CREATE TABLE docs (id INT PRIMARY KEY, n INT, body TEXT, data BLOB)";
+
+fn insert_doc(s: &mut Session, id: i64, body: &[u8], data: &[u8]) {
+    let (ins, _, _) = s.prepare("INSERT INTO docs VALUES (?, 0, ?, ?)").unwrap();
+    ok(s.execute(
+        ins,
+        vec![Value::Int(id), bytes(body.to_vec()), bytes(data.to_vec())],
+    ));
+    s.close(ins);
+}
+
+#[test]
+fn long_values_go_out_of_line_and_come_back_whole() {
+    let (engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    ok(s.query(DOCS));
+    let toast = schema_of(&server, "d", "docs")
+        .toast_table
+        .expect("a toast table");
+    assert!(engine.table_ids().contains(&toast));
+    let body = noise(1, 60_000, true);
+    let data = noise(2, 65_535, false);
+    insert_doc(&mut s, 1, &body, &data);
+    // A short value stays inline; the chunks are 1638 bytes (16 KiB pages).
+    insert_doc(&mut s, 2, b"short", b"");
+    assert_eq!(
+        toast_keys(&engine, toast).len(),
+        60_000usize.div_ceil(1638) + 65_535usize.div_ceil(1638)
+    );
+    assert_eq!(
+        values(s.query("SELECT body, data, LENGTH(data) FROM docs WHERE id = 1")),
+        vec![vec![
+            bytes(body.clone()),
+            bytes(data.clone()),
+            Value::Int(65_535)
+        ]]
+    );
+    // Through a scan, a filter on the long value, and a prepared statement.
+    let (sel, _, _) = s.prepare("SELECT id FROM docs WHERE body = ?").unwrap();
+    assert_eq!(
+        rows(s.execute(sel, vec![bytes(body.clone())])),
+        vec![r(&["1"])]
+    );
+    assert_eq!(
+        rows(s.query("SELECT id, LENGTH(body) FROM docs ORDER BY id")),
+        vec![r(&["1", "60000"]), r(&["2", "5"])]
+    );
+    // Too long for the type is still 1406, and nothing was written.
+    let (ins, _, _) = s.prepare("INSERT INTO docs VALUES (?, 0, ?, ?)").unwrap();
+    assert_eq!(
+        code(s.execute(
+            ins,
+            vec![
+                Value::Int(3),
+                bytes(b"x".to_vec()),
+                bytes(noise(3, 65_536, false))
+            ]
+        )),
+        1406
+    );
+    // A long VARCHAR goes out of line too.
+    ok(s.query("CREATE TABLE notes (id INT PRIMARY KEY, v VARCHAR(5000))"));
+    let v = noise(4, 5000, true);
+    let (ins, _, _) = s.prepare("INSERT INTO notes VALUES (?, ?)").unwrap();
+    ok(s.execute(ins, vec![Value::Int(1), bytes(v.clone())]));
+    assert_eq!(one_value(s.query("SELECT v FROM notes")), bytes(v));
+    // A table that cannot hold a long value gets no toast table.
+    ok(s.query(SBTEST));
+    assert_eq!(schema_of(&server, "d", "sbtest1").toast_table, None);
+    drop(s);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn long_values_follow_updates_rollbacks_and_snapshots() {
+    let (engine, server) = open(Arc::new(SimStorage::new()));
+    let mut a = Session::new(server.clone(), conn(1));
+    let mut b = Session::new(server.clone(), conn(2));
+    ok(a.query("CREATE DATABASE d"));
+    ok(a.query("USE d"));
+    ok(b.query("USE d"));
+    ok(a.query(DOCS));
+    let toast = schema_of(&server, "d", "docs").toast_table.unwrap();
+    let (v1, v2, v3) = (
+        noise(10, 40_000, true),
+        noise(11, 50_000, true),
+        noise(12, 30_000, true),
+    );
+    insert_doc(&mut a, 1, &v1, b"d");
+    let (set, _, _) = a.prepare("UPDATE docs SET body = ? WHERE id = 1").unwrap();
+    // ROLLBACK restores the old value.
+    ok(a.query("BEGIN"));
+    assert_eq!(ok(a.execute(set, vec![bytes(v2.clone())])), 1);
+    assert_eq!(
+        one_value(a.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(v2.clone())
+    );
+    ok(a.query("ROLLBACK"));
+    assert_eq!(
+        one_value(a.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(v1.clone())
+    );
+    // A repeatable-read snapshot taken before a committed update keeps
+    // reading the old value (its chunks are delete-marked, not gone).
+    ok(b.query("BEGIN"));
+    assert_eq!(
+        one_value(b.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(v1.clone())
+    );
+    assert_eq!(ok(a.execute(set, vec![bytes(v2.clone())])), 1);
+    assert_eq!(
+        one_value(a.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(v2.clone())
+    );
+    assert_eq!(
+        one_value(b.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(v1.clone())
+    );
+    // A locking read in that old transaction reads the latest row, whose
+    // chunks its snapshot cannot see: they are read locked instead.
+    assert_eq!(
+        ok(b.query("UPDATE docs SET body = CONCAT(body, '!') WHERE id = 1")),
+        1
+    );
+    ok(b.query("COMMIT"));
+    let mut want = v2.clone();
+    want.push(b'!');
+    assert_eq!(
+        one_value(a.query("SELECT body FROM docs WHERE id = 1")),
+        bytes(want.clone())
+    );
+    // An UPDATE of another column keeps the pointer: same value ids.
+    let ids = toast_ids(&engine, toast);
+    assert_eq!(ids.len(), 1, "only the latest value is visible");
+    assert_eq!(ok(a.query("UPDATE docs SET n = n + 1 WHERE id = 1")), 1);
+    assert_eq!(toast_ids(&engine, toast), ids);
+    assert_eq!(
+        rows(a.query("SELECT n, LENGTH(body) FROM docs WHERE id = 1")),
+        vec![r(&["1", "50001"])]
+    );
+    // A statement that fails after writing chunks (the row's new primary
+    // key is taken) leaves none behind. (A rebuild first: it keeps them.)
+    ok(a.query("CREATE UNIQUE INDEX un ON docs (n)"));
+    assert_eq!(toast_ids(&engine, toast), ids);
+    insert_doc(&mut a, 2, &v3, b"d");
+    ok(a.query("BEGIN"));
+    let (setn, _, _) = a
+        .prepare("UPDATE docs SET body = ?, id = 1 WHERE id = 2")
+        .unwrap();
+    assert_eq!(code(a.execute(setn, vec![bytes(v1.clone())])), 1062);
+    ok(a.query("COMMIT"));
+    assert_eq!(toast_ids(&engine, toast).len(), 2);
+    // UPDATE making a value short moves it back inline and deletes the
+    // chunks; DELETE deletes them all. Purge then removes them for good.
+    assert_eq!(ok(a.query("UPDATE docs SET body = 'tiny' WHERE id = 2")), 1);
+    assert_eq!(toast_ids(&engine, toast), ids);
+    assert_eq!(ok(a.query("DELETE FROM docs WHERE id = 1")), 1);
+    assert_eq!(toast_keys(&engine, toast), Vec::<Vec<u8>>::new());
+    assert_eq!(
+        rows(a.query("SELECT id, body FROM docs")),
+        vec![r(&["2", "tiny"])]
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while engine.last_key(toast).unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "purge left chunks in the toast table"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop((a, b));
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn long_values_survive_a_restart_and_ids_are_not_reused() {
+    let storage = Arc::new(SimStorage::new());
+    let (engine, server) = open(storage.clone());
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    ok(s.query(DOCS));
+    let toast = schema_of(&server, "d", "docs").toast_table.unwrap();
+    let docs: Vec<(Vec<u8>, Vec<u8>)> = (0..4)
+        .map(|i| (noise(20 + i, 9000, true), noise(30 + i, 20_000, false)))
+        .collect();
+    for (i, (body, data)) in docs.iter().enumerate() {
+        insert_doc(&mut s, i as i64, body, data);
+    }
+    let before = toast_ids(&engine, toast);
+    assert_eq!(before.len(), 8);
+    drop(s);
+    drop(server);
+    engine.shutdown().unwrap();
+    drop(engine);
+    for image in [storage.clean_image(), storage.crash_image(5)] {
+        let (engine, server) = open(Arc::new(image));
+        // The orphan cleanup at open kept the toast table.
+        assert_eq!(schema_of(&server, "d", "docs").toast_table, Some(toast));
+        assert!(engine.table_ids().contains(&toast));
+        let mut s = Session::new(server, conn(2));
+        ok(s.query("USE d"));
+        for (i, (body, data)) in docs.iter().enumerate() {
+            assert_eq!(
+                values(s.query(&format!("SELECT body, data FROM docs WHERE id = {i}"))),
+                vec![vec![bytes(body.clone()), bytes(data.clone())]]
+            );
+        }
+        // New values get ids above the old ones and clobber nothing.
+        let fresh = noise(40, 12_000, true);
+        insert_doc(&mut s, 9, &fresh, b"");
+        let (set, _, _) = s.prepare("UPDATE docs SET body = ? WHERE id = 0").unwrap();
+        ok(s.execute(set, vec![bytes(fresh.clone())]));
+        let after = toast_ids(&engine, toast);
+        assert_eq!(after.len(), 9);
+        assert!(after[7..].iter().all(|id| id > before.last().unwrap()));
+        assert_eq!(
+            one_value(s.query("SELECT body FROM docs WHERE id = 9")),
+            bytes(fresh.clone())
+        );
+        assert_eq!(
+            one_value(s.query("SELECT body FROM docs WHERE id = 0")),
+            bytes(fresh)
+        );
+        for (i, (body, data)) in docs.iter().enumerate().skip(1) {
+            assert_eq!(
+                values(s.query(&format!("SELECT body, data FROM docs WHERE id = {i}"))),
+                vec![vec![bytes(body.clone()), bytes(data.clone())]]
+            );
+        }
+        drop(s);
+        engine.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn damaged_out_of_line_values_are_1877() {
+    let (engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    ok(s.query(DOCS));
+    let schema = schema_of(&server, "d", "docs");
+    let toast = schema.toast_table.unwrap();
+    for i in 1..=3 {
+        insert_doc(&mut s, i, &noise(50 + i as u64, 8000, true), b"d");
+    }
+    let ids = toast_ids(&engine, toast);
+    let chunk = |id: u64, n: u32| {
+        let mut k = id.to_be_bytes().to_vec();
+        k.extend_from_slice(&n.to_be_bytes());
+        k
+    };
+    let t = engine.begin(Isolation::RepeatableRead);
+    // Row 1: a chunk missing. Row 2: a chunk's bytes changed.
+    assert!(t.delete(toast, &chunk(ids[0], 2)).unwrap());
+    let mut part = t.get(toast, &chunk(ids[1], 0)).unwrap().unwrap();
+    part[7] ^= 1;
+    assert!(t.update(toast, &chunk(ids[1], 0), &part).unwrap());
+    // Row 3: its pointer's length changed.
+    let pk = encode_key_of(&schema, 3);
+    let stored = t.get(schema.engine_table, &pk).unwrap().unwrap();
+    let types = schema.types();
+    let (mut row, mut ext) = decode_stored(&schema, &types, &stored).unwrap();
+    assert_eq!(ext.len(), 1);
+    ext[0].1.len -= 1;
+    row[2] = Value::Null; // not read: the column is a pointer
+    let mut payload = Vec::new();
+    crate::encode_row_external(&row, &ext, &types, &mut payload).unwrap();
+    t.update(schema.engine_table, &pk, &payload).unwrap();
+    t.commit().unwrap();
+    for i in 1..=3 {
+        let q = format!("SELECT body FROM docs WHERE id = {i}");
+        assert_eq!(code(s.query(&q)), 1877, "{q}");
+        let q = format!("SELECT body FROM docs WHERE id = {i} FOR UPDATE");
+        assert_eq!(code(s.query(&q)), 1877, "{q}");
+    }
+    assert_eq!(
+        code(s.query("SELECT COUNT(*) FROM docs WHERE body > ''")),
+        1877
+    );
+    // What does not need the value still works, DELETE included.
+    assert_eq!(
+        rows(s.query("SELECT id, n FROM docs ORDER BY id")),
+        vec![r(&["1", "0"]), r(&["2", "0"]), r(&["3", "0"])]
+    );
+    assert_eq!(ok(s.query("DELETE FROM docs WHERE id = 1")), 1);
+    drop(s);
+    engine.shutdown().unwrap();
+}
+
+/// The primary key of an INT key column holding `id`.
+fn encode_key_of(s: &TableSchema, id: i64) -> Vec<u8> {
+    let mut row = vec![Value::Null; s.columns.len()];
+    row[s.primary_key[0]] = Value::Int(id);
+    s.key_of(&s.primary_key, &row)
+}
+
+#[test]
+fn create_index_keeps_long_values_and_drop_table_drops_them() {
+    let (engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    ok(s.query(
+        "CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR(400), n INT, body TEXT, KEY kk (k))",
+    ));
+    let toast = schema_of(&server, "d", "t").toast_table.unwrap();
+    let (ins, _, _) = s.prepare("INSERT INTO t VALUES (?, ?, ?, ?)").unwrap();
+    let mut want = Vec::new();
+    // 400 four-byte characters: the key column itself goes out of line once
+    // the long body has and the row (with its 1.8 KB key) is still long.
+    let wide = "\u{1F600}".repeat(400).into_bytes();
+    for i in 0..30i64 {
+        let k = if i == 7 {
+            wide.clone()
+        } else {
+            format!("k{i:02}").into_bytes()
+        };
+        let body = noise(60 + i as u64, 3000 + 1000 * i as usize, true);
+        ok(s.execute(
+            ins,
+            vec![
+                Value::Int(i),
+                bytes(k.clone()),
+                Value::Int(i % 3),
+                bytes(body.clone()),
+            ],
+        ));
+        want.push(vec![Value::Int(i), bytes(k), bytes(body)]);
+    }
+    let ids = toast_ids(&engine, toast);
+    assert_eq!(ids.len(), 31, "30 bodies and one key value");
+    let (by_k, _, _) = s.prepare("SELECT id FROM t WHERE k = ?").unwrap();
+    assert_eq!(
+        rows(s.execute(by_k, vec![bytes(wide.clone())])),
+        vec![r(&["7"])]
+    );
+    // An UPDATE of row 7 builds its keys from the fetched key value.
+    assert_eq!(ok(s.query("UPDATE t SET n = n + 10 WHERE id = 7")), 1);
+    assert_eq!(
+        rows(s.execute(by_k, vec![bytes(wide.clone())])),
+        vec![r(&["7"])]
+    );
+    let old_engine_table = schema_of(&server, "d", "t").engine_table;
+    // The rebuild fetches row 7's key value to build its keys again.
+    ok(s.query("CREATE INDEX nn ON t (n)"));
+    let after = schema_of(&server, "d", "t");
+    assert_ne!(after.engine_table, old_engine_table);
+    assert_eq!(after.toast_table, Some(toast));
+    assert!(!engine.table_ids().contains(&old_engine_table));
+    assert_eq!(
+        toast_ids(&engine, toast),
+        ids,
+        "the rebuild copied pointers"
+    );
+    assert_eq!(
+        values(s.query("SELECT id, k, body FROM t ORDER BY id")),
+        want
+    );
+    assert_eq!(
+        rows(s.query("SELECT id FROM t WHERE n = 11")),
+        vec![r(&["7"])]
+    );
+    assert_eq!(rows(s.execute(by_k, vec![bytes(wide)])), vec![r(&["7"])]);
+    ok(s.query("DROP TABLE t"));
+    assert!(!engine.table_ids().contains(&toast));
+    assert!(!engine.table_ids().contains(&after.engine_table));
+    drop(s);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn tables_from_before_toast_tables_keep_1118_until_rebuilt() {
+    let (engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    ok(s.query("CREATE TABLE t (id INT PRIMARY KEY, n INT, body TEXT)"));
+    // Made as before schema version 2: no toast table.
+    let mut old = (*schema_of(&server, "d", "t")).clone();
+    old.name = "legacy".into();
+    server.catalog.create_table(old, false).unwrap();
+    assert_eq!(schema_of(&server, "d", "legacy").toast_table, None);
+    let (ins, _, _) = s.prepare("INSERT INTO legacy VALUES (?, 0, ?)").unwrap();
+    ok(s.execute(ins, vec![Value::Int(1), bytes(noise(70, 1500, true))]));
+    assert_eq!(
+        code(s.execute(ins, vec![Value::Int(2), bytes(noise(71, 5000, true))])),
+        1118
+    );
+    // A rebuild gives it a toast table, and the copied rows follow the rule
+    // (the 1500-byte value, over the inline limit, goes out of line).
+    ok(s.query("CREATE INDEX nn ON legacy (n)"));
+    let toast = schema_of(&server, "d", "legacy").toast_table.unwrap();
+    assert_eq!(toast_ids(&engine, toast).len(), 1);
+    ok(s.execute(ins, vec![Value::Int(2), bytes(noise(71, 5000, true))]));
+    assert_eq!(toast_ids(&engine, toast).len(), 2);
+    assert_eq!(
+        values(s.query("SELECT body FROM legacy ORDER BY id")),
+        vec![
+            vec![bytes(noise(70, 1500, true))],
+            vec![bytes(noise(71, 5000, true))]
+        ]
+    );
+    drop(s);
+    engine.shutdown().unwrap();
+}
