@@ -8,6 +8,7 @@
 //!   4 CREATE_SPACE space u32: the space's file exists from here on
 
 use crate::page::PageId;
+use millrace_io::bytes::ByteReader;
 
 pub const OP_WRITE: u8 = 1;
 pub const OP_MOVE: u8 = 2;
@@ -72,34 +73,45 @@ pub fn encode_create_space(out: &mut Vec<u8>, space: u32) {
 
 /// Iterates the ops of one record; stops with an error at the first bad op.
 pub struct OpReader<'a> {
-    buf: &'a [u8],
-    at: usize,
+    r: ByteReader<'a>,
 }
 
 impl<'a> OpReader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, at: 0 }
+        Self {
+            r: ByteReader::new(buf),
+        }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
-        let Some(end) = end else {
-            return Err(format!("redo op truncated at byte {}", self.at));
+    fn op(&mut self, kind: u8) -> Result<Op<'a>, String> {
+        let r = &mut self.r;
+        let id = |r: &mut ByteReader<'a>| -> Result<PageId, String> {
+            Ok(PageId::new(r.u32()?, r.u32()?))
         };
-        let s = &self.buf[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u16(&mut self) -> Result<usize, String> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]) as usize)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn id(&mut self) -> Result<PageId, String> {
-        Ok(PageId::new(self.u32()?, self.u32()?))
+        Ok(match kind {
+            OP_WRITE => {
+                let id = id(r)?;
+                let offset = r.u16()? as usize;
+                let len = r.u16()? as usize;
+                Op::Write {
+                    id,
+                    offset,
+                    data: r.take(len)?,
+                }
+            }
+            OP_MOVE => Op::Move {
+                id: id(r)?,
+                src: r.u16()? as usize,
+                dst: r.u16()? as usize,
+                len: r.u16()? as usize,
+            },
+            OP_INIT => Op::Init {
+                id: id(r)?,
+                page_type: r.u16()?,
+            },
+            OP_CREATE_SPACE => Op::CreateSpace { space: r.u32()? },
+            k => return Err(format!("unknown redo op kind {k}")),
+        })
     }
 }
 
@@ -107,37 +119,15 @@ impl<'a> Iterator for OpReader<'a> {
     type Item = Result<Op<'a>, String>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.at >= self.buf.len() {
-            return None;
-        }
-        let kind = self.buf[self.at];
-        self.at += 1;
-        let op = (|| match kind {
-            OP_WRITE => {
-                let id = self.id()?;
-                let offset = self.u16()?;
-                let len = self.u16()?;
-                Ok(Op::Write {
-                    id,
-                    offset,
-                    data: self.take(len)?,
-                })
-            }
-            OP_MOVE => Ok(Op::Move {
-                id: self.id()?,
-                src: self.u16()?,
-                dst: self.u16()?,
-                len: self.u16()?,
-            }),
-            OP_INIT => Ok(Op::Init {
-                id: self.id()?,
-                page_type: self.u16()? as u16,
-            }),
-            OP_CREATE_SPACE => Ok(Op::CreateSpace { space: self.u32()? }),
-            k => Err(format!("unknown redo op kind {k}")),
-        })();
+        let kind = self.r.u8().ok()?;
+        let at = self.r.position() - 1;
+        let op = self
+            .op(kind)
+            .map_err(|e| format!("redo op at byte {at}: {e}"));
         if op.is_err() {
-            self.at = self.buf.len();
+            // Nothing after a bad op can be trusted.
+            let rest = self.r.remaining();
+            let _ = self.r.take(rest);
         }
         Some(op)
     }

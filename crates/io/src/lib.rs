@@ -10,6 +10,8 @@
 //!   the images a power loss could leave behind (unsynced writes dropped, kept, torn per
 //!   512-byte sector, reordered).
 //!
+//! - [`bytes::ByteReader`], the bounds-checked reader every decoder of on-disk bytes uses.
+//!
 //! It must not know about log records, pages, transactions or SQL: it moves bytes at offsets
 //! in named files, and the meaning of those bytes belongs to the crates above it. Keeping it
 //! that ignorant is what lets the simulated backend stand in for the real one everywhere.
@@ -22,6 +24,7 @@ use std::path::{Component, Path};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+pub mod bytes;
 mod fs;
 mod sim;
 

@@ -18,6 +18,7 @@
 
 use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
+use millrace_io::bytes::ByteReader;
 use millrace_trx::{Engine, Isolation, Trx, TrxError, SEGMENT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,7 +142,7 @@ impl TableSchema {
 
     /// Decodes a schema; hostile input gives an error, never a panic.
     pub fn decode(bytes: &[u8]) -> Result<TableSchema, String> {
-        let mut r = Reader { b: bytes, at: 0 };
+        let mut r = Reader(ByteReader::new(bytes));
         let version = r.u8()?;
         if version != 1 && version != SCHEMA_VERSION {
             return Err(format!("table schema version {version} is not supported"));
@@ -191,7 +192,7 @@ impl TableSchema {
                 unique,
             });
         }
-        if r.at != bytes.len() {
+        if !r.is_empty() {
             return Err("trailing bytes after a table schema".into());
         }
         Ok(TableSchema {
@@ -241,30 +242,24 @@ fn put_type(b: &mut Vec<u8>, ty: &ColumnType) {
     }
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+/// The schema decoder's reads: the bounded byte reader plus the schema's
+/// own compound fields.
+struct Reader<'a>(ByteReader<'a>);
+
+impl<'a> std::ops::Deref for Reader<'a> {
+    type Target = ByteReader<'a>;
+    fn deref(&self) -> &ByteReader<'a> {
+        &self.0
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
-        let end = end.ok_or_else(|| format!("table schema truncated at byte {}", self.at))?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        let s = self.take(2)?;
-        Ok(u16::from_le_bytes([s[0], s[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let s = self.take(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    }
+}
+
+impl Reader<'_> {
     fn str(&mut self) -> Result<String, String> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a name is not UTF-8".into())

@@ -217,16 +217,17 @@ impl CpuProbe {
             AffinitySource::Fixed(n) => n.max(1),
         };
 
-        let (cgroup_version, quota_cpus, nr_throttled) = match locate_cgroup(&self.proc_self_dir) {
-            Some(loc) => {
-                let quota = tightest_quota(&loc);
-                let throttled = read_small(&loc.dir.join("cpu.stat"))
-                    .and_then(|text| parse_nr_throttled(&text))
-                    .unwrap_or(0);
-                (loc.version, quota, throttled)
-            }
-            None => (CgroupVersion::None, None, 0),
-        };
+        let (cgroup_version, quota_cpus, nr_throttled) =
+            match locate_cgroup(&self.proc_self_dir, "cpu") {
+                Some(loc) => {
+                    let quota = tightest_quota(&loc);
+                    let throttled = read_small(&loc.dir.join("cpu.stat"))
+                        .and_then(|text| parse_nr_throttled(&text))
+                        .unwrap_or(0);
+                    (loc.version, quota, throttled)
+                }
+                None => (CgroupVersion::None, None, 0),
+            };
 
         let (throttled_recently, usage_cpus) = match prev {
             Some(prev) => {
@@ -337,9 +338,10 @@ fn fallback_cpu_count() -> u32 {
 
 /// The process's cgroup directory for the chosen hierarchy and the mount point
 /// that bounds the walk upwards.
+/// Where this process's cgroup for one controller is (also used by `mem`).
 #[derive(Debug, Clone, PartialEq)]
-struct CgroupLocation {
-    version: CgroupVersion,
+pub(crate) struct CgroupLocation {
+    pub(crate) version: CgroupVersion,
     dir: PathBuf,
     mount_point: PathBuf,
 }
@@ -349,11 +351,11 @@ struct CgroupLocation {
 struct ProcCgroup {
     /// Path from the `0::/path` line.
     v2_path: Option<String>,
-    /// Path from the v1 line whose controllers include exactly `cpu`.
-    v1_cpu_path: Option<String>,
+    /// Path from the v1 line whose controllers include the one asked for.
+    v1_path: Option<String>,
 }
 
-fn parse_proc_cgroup(text: &str) -> ProcCgroup {
+fn parse_proc_cgroup(text: &str, controller: &str) -> ProcCgroup {
     let mut out = ProcCgroup::default();
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
@@ -365,8 +367,8 @@ fn parse_proc_cgroup(text: &str) -> ProcCgroup {
             if out.v2_path.is_none() {
                 out.v2_path = Some(path.to_string());
             }
-        } else if controllers.split(',').any(|c| c == "cpu") && out.v1_cpu_path.is_none() {
-            out.v1_cpu_path = Some(path.to_string());
+        } else if controllers.split(',').any(|c| c == controller) && out.v1_path.is_none() {
+            out.v1_path = Some(path.to_string());
         }
     }
     out
@@ -455,19 +457,21 @@ fn pick_mount<'a>(
         .or(Some(first))
 }
 
-fn is_v1_cpu_mount(m: &MountEntry) -> bool {
-    m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "cpu")
+fn is_v1_mount(m: &MountEntry, controller: &str) -> bool {
+    m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == controller)
 }
 
-fn locate_cgroup(proc_self_dir: &Path) -> Option<CgroupLocation> {
+/// This process's cgroup for `controller` ("cpu", "memory"): v2 if the
+/// unified tree carries the controller, else the v1 hierarchy mounted with it.
+pub(crate) fn locate_cgroup(proc_self_dir: &Path, controller: &str) -> Option<CgroupLocation> {
     let cgroup_text = read_lossy(&proc_self_dir.join("cgroup"), SMALL_FILE_MAX_BYTES)?;
     let mountinfo_text = read_lossy(&proc_self_dir.join("mountinfo"), MOUNTINFO_MAX_BYTES)?;
-    let proc_cgroup = parse_proc_cgroup(&cgroup_text);
+    let proc_cgroup = parse_proc_cgroup(&cgroup_text, controller);
     let mounts = parse_mountinfo(&mountinfo_text);
 
-    // v2 first, but only if it really carries the cpu controller: hybrid
-    // hosts mount an empty cgroup2 (e.g. /sys/fs/cgroup/unified) next to the
-    // v1 cpu controller, and that empty tree limits nothing.
+    // v2 first, but only if it really carries the controller: hybrid hosts
+    // mount an empty cgroup2 (e.g. /sys/fs/cgroup/unified) next to the v1
+    // controllers, and that empty tree limits nothing.
     if let Some(path) = &proc_cgroup.v2_path {
         if let Some(mount) = pick_mount(&mounts, path, |m| m.fstype == "cgroup2") {
             let loc = CgroupLocation {
@@ -475,17 +479,18 @@ fn locate_cgroup(proc_self_dir: &Path) -> Option<CgroupLocation> {
                 dir: resolve_cgroup_dir(mount, path),
                 mount_point: mount.mount_point.clone(),
             };
-            let has_cpu_max = walk_up(&loc).any(|dir| dir.join("cpu.max").is_file());
-            let root_has_cpu = read_small(&loc.mount_point.join("cgroup.controllers"))
-                .is_some_and(|text| text.split_whitespace().any(|c| c == "cpu"));
-            if has_cpu_max || root_has_cpu {
+            let max_file = format!("{controller}.max");
+            let has_max = walk_up(&loc).any(|dir| dir.join(&max_file).is_file());
+            let root_has_it = read_small(&loc.mount_point.join("cgroup.controllers"))
+                .is_some_and(|text| text.split_whitespace().any(|c| c == controller));
+            if has_max || root_has_it {
                 return Some(loc);
             }
         }
     }
 
-    if let Some(path) = &proc_cgroup.v1_cpu_path {
-        if let Some(mount) = pick_mount(&mounts, path, is_v1_cpu_mount) {
+    if let Some(path) = &proc_cgroup.v1_path {
+        if let Some(mount) = pick_mount(&mounts, path, |m| is_v1_mount(m, controller)) {
             return Some(CgroupLocation {
                 version: CgroupVersion::V1,
                 dir: resolve_cgroup_dir(mount, path),
@@ -497,7 +502,7 @@ fn locate_cgroup(proc_self_dir: &Path) -> Option<CgroupLocation> {
 }
 
 /// The cgroup directory, then each parent, up to and including the mount point.
-fn walk_up(loc: &CgroupLocation) -> impl Iterator<Item = &Path> + '_ {
+pub(crate) fn walk_up(loc: &CgroupLocation) -> impl Iterator<Item = &Path> + '_ {
     let mount_point = loc.mount_point.as_path();
     let start = if loc.dir.starts_with(mount_point) {
         loc.dir.as_path()
@@ -577,7 +582,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Option<Vec<u8>> {
 }
 
 /// Control files must be text; anything else counts as unreadable.
-fn read_small(path: &Path) -> Option<String> {
+pub(crate) fn read_small(path: &Path) -> Option<String> {
     String::from_utf8(read_capped(path, SMALL_FILE_MAX_BYTES)?).ok()
 }
 
@@ -1177,7 +1182,7 @@ mod tests {
         assert_eq!(s.effective_cpus, 2);
 
         let mounts = parse_mountinfo(&fs::read_to_string(t.path("proc/self/mountinfo")).unwrap());
-        let mount = mounts.iter().find(|m| is_v1_cpu_mount(m)).unwrap();
+        let mount = mounts.iter().find(|m| is_v1_mount(m, "cpu")).unwrap();
         assert_eq!(
             resolve_cgroup_dir(mount, "/docker/abc/inner"),
             t.path("cg/cpu/inner")
@@ -1196,13 +1201,14 @@ mod tests {
     fn parsers() {
         let c = parse_proc_cgroup(
             "12:cpuset:/a\n11:cpuacct:/b\n4:cpu,cpuacct:/docker/x\n0::/init.scope\n",
+            "cpu",
         );
-        assert_eq!(c.v1_cpu_path.as_deref(), Some("/docker/x"));
+        assert_eq!(c.v1_path.as_deref(), Some("/docker/x"));
         assert_eq!(c.v2_path.as_deref(), Some("/init.scope"));
-        let c = parse_proc_cgroup("3:cpuset:/\n2:cpuacct:/\n");
+        let c = parse_proc_cgroup("3:cpuset:/\n2:cpuacct:/\n", "cpu");
         assert_eq!(c, ProcCgroup::default());
         // Colons inside the path are part of the path.
-        let c = parse_proc_cgroup("0::/a:b\n");
+        let c = parse_proc_cgroup("0::/a:b\n", "cpu");
         assert_eq!(c.v2_path.as_deref(), Some("/a:b"));
 
         let m = parse_mountinfo_line(
@@ -1212,10 +1218,10 @@ mod tests {
         assert_eq!(m.mount_point, PathBuf::from("/sys/fs/cgroup/cpu x"));
         assert_eq!(m.root, PathBuf::from("/"));
         assert_eq!(m.fstype, "cgroup");
-        assert!(is_v1_cpu_mount(&m));
+        assert!(is_v1_mount(&m, "cpu"));
         let m =
             parse_mountinfo_line("33 31 0:30 / /c rw - cgroup cgroup rw,cpuacct,cpuset").unwrap();
-        assert!(!is_v1_cpu_mount(&m));
+        assert!(!is_v1_mount(&m, "cpu"));
         assert!(parse_mountinfo_line("1 2 3 4 5 6").is_none());
         assert!(parse_mountinfo_line("").is_none());
         assert_eq!(unescape_mount_path("a\\"), PathBuf::from("a\\"));

@@ -1,31 +1,33 @@
-//! How much memory this process may use: the machine's physical memory,
-//! or less where a cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`)
-//! limits the container. Engine defaults (the buffer pool's size) derive
-//! from it, so that a server started in a small container does not size
-//! itself for the host.
+//! How much memory this process may use: the machine's physical memory, or
+//! less where a cgroup limits the process (v2 `memory.max`, v1
+//! `memory.limit_in_bytes`, the tightest on the way up the hierarchy, found
+//! the same way `cpu` finds the CPU quota). Engine defaults (the buffer
+//! pool's size) derive from it, so that a server started in a small
+//! container does not size itself for the host.
 
+use crate::cpu::{locate_cgroup, read_small, walk_up, CgroupVersion};
 use std::path::Path;
 
 /// The memory available to this process in bytes, or `None` when
 /// /proc/meminfo cannot be read (not Linux, or /proc not mounted).
 pub fn available_memory_bytes() -> Option<u64> {
-    available_memory_bytes_in(Path::new("/"))
+    available_memory_bytes_in(Path::new("/proc"))
 }
 
-/// `available_memory_bytes` with every path taken under `root` (tests pass
-/// a fake tree).
-pub fn available_memory_bytes_in(root: &Path) -> Option<u64> {
-    let meminfo = std::fs::read_to_string(root.join("proc/meminfo")).ok()?;
-    let total = parse_meminfo_total(&meminfo)?;
-    let limits = [
-        "sys/fs/cgroup/memory.max",
-        "sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ];
-    let limit = limits
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(root.join(p)).ok())
-        .filter_map(|s| parse_limit(&s))
-        .min();
+/// `available_memory_bytes` reading `<proc_dir>/meminfo` and
+/// `<proc_dir>/self/{cgroup,mountinfo}` (tests pass a fake tree).
+pub fn available_memory_bytes_in(proc_dir: &Path) -> Option<u64> {
+    let total = parse_meminfo_total(&read_small(&proc_dir.join("meminfo"))?)?;
+    let limit = locate_cgroup(&proc_dir.join("self"), "memory").and_then(|loc| {
+        walk_up(&loc)
+            .filter_map(|dir| match loc.version {
+                CgroupVersion::V2 => read_small(&dir.join("memory.max")),
+                CgroupVersion::V1 => read_small(&dir.join("memory.limit_in_bytes")),
+                CgroupVersion::None => None,
+            })
+            .filter_map(|text| parse_limit(&text))
+            .min()
+    });
     Some(limit.map_or(total, |l| l.min(total)))
 }
 
@@ -55,45 +57,70 @@ fn parse_limit(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
-    fn tree(files: &[(&str, &str)]) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!(
-            "millrace-mem-{}-{}",
-            std::process::id(),
-            files.len()
-        ));
+    const MEMINFO: &str = "MemTotal:       24576000 kB\nMemFree:  1000 kB\n";
+    const TOTAL: u64 = 24_576_000 * 1024;
+
+    /// A fake /proc with meminfo and, for `mount` = Some((fstype, options)),
+    /// one cgroup mount at <root>/cg holding this process in /box; `files`
+    /// go under <root>/cg.
+    fn tree(
+        name: &str,
+        cgroup: &str,
+        mount: Option<(&str, &str)>,
+        files: &[(&str, &str)],
+    ) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("millrace-mem-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        for (p, text) in files {
-            let path = root.join(p);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("proc/meminfo", MEMINFO);
+        write("proc/self/cgroup", cgroup);
+        let mut mountinfo = String::from("22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n");
+        if let Some((fstype, opts)) = mount {
+            let cg = root.join("cg");
+            std::fs::create_dir_all(cg.join("box")).unwrap();
+            mountinfo.push_str(&format!(
+                "30 22 0:40 / {} rw shared:7 - {fstype} {fstype} {opts}\n",
+                cg.display()
+            ));
+        }
+        write("proc/self/mountinfo", &mountinfo);
+        for (rel, text) in files {
+            write(&format!("cg/{rel}"), text);
         }
         root
     }
 
     #[test]
-    fn physical_memory_or_the_smaller_cgroup_limit() {
-        let meminfo = "MemTotal:       24576000 kB\nMemFree:  1000 kB\n";
-        let plain = tree(&[("proc/meminfo", meminfo)]);
-        assert_eq!(available_memory_bytes_in(&plain), Some(24_576_000 * 1024));
-        let v2 = tree(&[
-            ("proc/meminfo", meminfo),
-            ("sys/fs/cgroup/memory.max", "1073741824\n"),
-        ]);
-        assert_eq!(available_memory_bytes_in(&v2), Some(1 << 30));
-        let v1_unlimited = tree(&[
-            ("proc/meminfo", meminfo),
-            ("sys/fs/cgroup/memory.max", "max\n"),
-            (
-                "sys/fs/cgroup/memory/memory.limit_in_bytes",
-                "9223372036854771712\n",
-            ),
-        ]);
-        assert_eq!(
-            available_memory_bytes_in(&v1_unlimited),
-            Some(24_576_000 * 1024)
+    fn physical_memory_or_the_tightest_cgroup_limit() {
+        let none = tree("none", "0::/\n", None, &[]);
+        assert_eq!(available_memory_bytes_in(&none.join("proc")), Some(TOTAL));
+        // v2: the process's own cgroup is tighter than its parent's.
+        let v2 = tree(
+            "v2",
+            "0::/box\n",
+            Some(("cgroup2", "rw")),
+            &[
+                ("cgroup.controllers", "cpu memory\n"),
+                ("memory.max", "max\n"),
+                ("box/memory.max", "1073741824\n"),
+            ],
         );
-        for root in [plain, v2, v1_unlimited] {
+        assert_eq!(available_memory_bytes_in(&v2.join("proc")), Some(1 << 30));
+        // v1: "no limit" is a huge number; the physical memory wins.
+        let v1 = tree(
+            "v1",
+            "5:memory:/box\n",
+            Some(("cgroup", "rw,memory")),
+            &[("box/memory.limit_in_bytes", "9223372036854771712\n")],
+        );
+        assert_eq!(available_memory_bytes_in(&v1.join("proc")), Some(TOTAL));
+        for root in [none, v2, v1] {
             let _ = std::fs::remove_dir_all(root);
         }
     }

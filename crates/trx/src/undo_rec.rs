@@ -19,6 +19,8 @@
 //!          new entry, delete-marked, before this change)
 //! Decoding treats the bytes as hostile: bad input is an error.
 
+use millrace_io::bytes::ByteReader;
+
 pub const INSERT_FLAG: u64 = 1 << 63;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +104,7 @@ impl UndoRecord {
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, String> {
-        let mut r = Reader { b, at: 0 };
+        let mut r = ByteReader::new(b);
         let kind = match r.u8()? {
             1 => UndoKind::Insert,
             2 => UndoKind::Update,
@@ -127,7 +129,7 @@ impl UndoRecord {
             Some(r.take(vlen as usize)?.to_vec())
         };
         let sec_existed = r.u64()?;
-        if r.at != b.len() {
+        if !r.is_empty() {
             return Err("trailing bytes after an undo record".into());
         }
         if (kind == UndoKind::Insert) != prev_value.is_none() {
@@ -144,35 +146,6 @@ impl UndoRecord {
             prev_value,
             sec_existed,
         })
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
-        let Some(end) = end else {
-            return Err("undo record truncated".into());
-        };
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
     }
 }
 
