@@ -731,7 +731,7 @@ fn param_value(v: opensrv_mysql::ValueInner<'_>) -> Value {
             // Binary date: length-prefixed year(2) month day [h m s [micro(4)]].
             let g = |i: usize| b.get(i).copied().unwrap_or(0);
             let year = u16::from_le_bytes([g(0), g(1)]);
-            Value::DateTime {
+            Value::DateTime(millrace_sql::DateTime {
                 year,
                 month: g(2),
                 day: g(3),
@@ -739,7 +739,7 @@ fn param_value(v: opensrv_mysql::ValueInner<'_>) -> Value {
                 minute: g(5),
                 second: g(6),
                 micro: u32::from_le_bytes([g(7), g(8), g(9), g(10)]),
-            }
+            })
         }
         V::Time(b) => Value::Bytes(b.to_vec()),
     }

@@ -86,7 +86,7 @@ pub fn truth(v: &Value) -> Option<bool> {
         Value::Double(f) => Some(*f != 0.0),
         Value::Decimal { unscaled, .. } => Some(*unscaled != 0),
         Value::Bytes(b) => Some(as_double(&Value::Bytes(b.clone())) != 0.0),
-        Value::DateTime { .. } => Some(true),
+        Value::DateTime(_) => Some(true),
     }
 }
 
@@ -125,7 +125,7 @@ pub fn as_double(v: &Value) -> f64 {
                 .and_then(|s| s.parse::<f64>().ok())
                 .unwrap_or(0.0)
         }
-        Value::DateTime { .. } => match v.clone().coerce(&ColumnType::BigInt { unsigned: true }) {
+        Value::DateTime(_) => match v.clone().coerce(&ColumnType::BigInt { unsigned: true }) {
             Ok(Value::UInt(u)) => u as f64,
             _ => 0.0,
         },
@@ -148,13 +148,13 @@ pub fn compare_values(a: &Value, b: &Value) -> Ordering {
             let (fa, fb) = (as_double(a), as_double(b));
             fa.partial_cmp(&fb).unwrap_or(Ordering::Equal)
         }
-        (Value::Bytes(s), Value::DateTime { .. }) => {
+        (Value::Bytes(s), Value::DateTime(_)) => {
             match Value::Bytes(s.clone()).coerce(&ColumnType::DateTime) {
                 Ok(d) => crate::compare(&d, b),
                 Err(_) => crate::compare(a, b),
             }
         }
-        (Value::DateTime { .. }, Value::Bytes(s)) => {
+        (Value::DateTime(_), Value::Bytes(s)) => {
             match Value::Bytes(s.clone()).coerce(&ColumnType::DateTime) {
                 Ok(d) => crate::compare(a, &d),
                 Err(_) => crate::compare(a, b),

@@ -17,7 +17,7 @@
 //!   and more follow; 0xF7..=0xFE: the last group). A string whose length is
 //!   a multiple of 8 ends with an all-padding group (marker 0xF7), so every
 //!   encoding is self-delimiting, and a prefix sorts before its extensions;
-//! - DATETIME/TIMESTAMP: the packed datetime (see `types::pack_datetime`),
+//! - DATETIME/TIMESTAMP: the packed datetime (see `types::DateTime::pack`),
 //!   big-endian (8 bytes).
 //!
 //! A tuple encodes as the concatenation of its columns; since each column's
@@ -25,7 +25,7 @@
 //! compare like the tuples. Encodings are canonical: each value has exactly
 //! one, and the decoder rejects everything else.
 
-use crate::types::{scalar, unpack_datetime, ColumnType, Scalar, Value};
+use crate::types::{scalar, ColumnType, DateTime, Scalar, Value};
 use crate::CodecError;
 
 const GROUP: usize = 8;
@@ -199,7 +199,9 @@ pub fn decode_key_prefix(
             }
             ColumnType::DateTime | ColumnType::Timestamp => {
                 let p = u64::from_be_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
-                unpack_datetime(p).ok_or(malformed("bits beyond the packed datetime"))?
+                Value::DateTime(
+                    DateTime::unpack(p).ok_or(malformed("bits beyond the packed datetime"))?,
+                )
             }
         };
         if scalar(&v, ty).is_none() {

@@ -38,7 +38,7 @@ pub use row::{
     ExternalRefs,
 };
 pub use session::{ConnInfo, Output, Server, Session, SERVER_VERSION, VERSION_COMMENT};
-pub use types::{compare, ColumnType, Value, ValueError};
+pub use types::{compare, ColumnType, DateTime, Value, ValueError};
 
 /// A statement's error: a MySQL error code (the protocol side adds the
 /// SQLSTATE MySQL uses for it) and the message.

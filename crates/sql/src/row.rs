@@ -29,7 +29,7 @@
 //! follow the last column. Where the chunks of an out-of-line value live (the
 //! table's toast table) is the session's business (`toast.rs`).
 
-use crate::types::{scalar, unpack_datetime, ColumnType, Scalar, Value};
+use crate::types::{scalar, ColumnType, DateTime, Scalar, Value};
 use crate::CodecError;
 
 /// The version of a row whose values are all inline.
@@ -328,8 +328,10 @@ fn read_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CodecError> 
             let len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
             Value::Bytes(r.take(len)?.to_vec())
         }
-        ColumnType::DateTime | ColumnType::Timestamp => unpack_datetime(le_u64(r.take(8)?))
-            .ok_or(malformed(at, "bits beyond the packed datetime"))?,
+        ColumnType::DateTime | ColumnType::Timestamp => Value::DateTime(
+            DateTime::unpack(le_u64(r.take(8)?))
+                .ok_or(malformed(at, "bits beyond the packed datetime"))?,
+        ),
     };
     if scalar(&v, ty).is_none() {
         return Err(malformed(at, "value outside its column type"));

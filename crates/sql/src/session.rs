@@ -15,7 +15,7 @@ use crate::plan::{
     ResultKind, SelectPlan, SessionInfo, Source,
 };
 use crate::toast;
-use crate::types::{ColumnType, Value};
+use crate::types::{ColumnType, DateTime, Value};
 use crate::{
     decode_row_external, encode_key, encode_row_external, ExternalRef, ExternalRefs, SqlError,
 };
@@ -389,7 +389,7 @@ fn now() -> Value {
     let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
     let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
-    Value::DateTime {
+    Value::DateTime(DateTime {
         year,
         month,
         day,
@@ -397,7 +397,7 @@ fn now() -> Value {
         minute: (rem / 60 % 60) as u8,
         second: (rem % 60) as u8,
         micro: 0,
-    }
+    })
 }
 
 impl SessionInfo for Session {

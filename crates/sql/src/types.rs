@@ -132,15 +132,7 @@ pub enum Value {
     },
     /// CHAR/VARCHAR/TEXT (UTF-8) and BLOB (any bytes).
     Bytes(Vec<u8>),
-    DateTime {
-        year: u16,
-        month: u8,
-        day: u8,
-        hour: u8,
-        minute: u8,
-        second: u8,
-        micro: u32,
-    },
+    DateTime(DateTime),
 }
 
 /// Why a value cannot be coerced to a column type.
@@ -234,62 +226,214 @@ pub(crate) fn days_in_month(year: u16, month: u8) -> u8 {
     }
 }
 
-/// A calendar-valid datetime: years 1..=9999, no zero dates.
-pub(crate) fn datetime_valid(
-    year: u16,
-    month: u8,
-    day: u8,
-    hour: u8,
-    minute: u8,
-    second: u8,
-    micro: u32,
-) -> bool {
-    (1..=9999).contains(&year)
-        && (1..=12).contains(&month)
-        && day >= 1
-        && day <= days_in_month(year, month)
-        && hour < 24
-        && minute < 60
-        && second < 60
-        && micro < 1_000_000
+/// A DATETIME or TIMESTAMP value. Stored values are calendar-valid (see
+/// [`DateTime::is_valid`]) with `micro == 0` (fsp 0).
+///
+/// The fields are declared from the most significant to the least, so the
+/// derived `Ord` (which compares fields in declaration order, like a tuple)
+/// is the chronological order; for valid datetimes it is also the order of
+/// the packed form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DateTime {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micro: u32,
 }
 
-/// The packed form of a datetime: year(14) month(4) day(5) hour(5) minute(6)
-/// second(6) micro(20) from the most significant bit down; 60 bits, so its
-/// order as an integer is the order of the datetimes.
-pub(crate) fn pack_datetime(
-    year: u16,
-    month: u8,
-    day: u8,
-    hour: u8,
-    minute: u8,
-    second: u8,
-    micro: u32,
-) -> u64 {
-    ((year as u64) << 46)
-        | ((month as u64) << 42)
-        | ((day as u64) << 37)
-        | ((hour as u64) << 32)
-        | ((minute as u64) << 26)
-        | ((second as u64) << 20)
-        | micro as u64
-}
-
-/// The inverse of `pack_datetime`; `None` for bits outside the 60 used.
-/// The result is not validated.
-pub(crate) fn unpack_datetime(p: u64) -> Option<Value> {
-    if p >> 60 != 0 {
-        return None;
+impl DateTime {
+    /// A calendar-valid datetime: years 1..=9999, no zero dates.
+    pub(crate) fn is_valid(&self) -> bool {
+        (1..=9999).contains(&self.year)
+            && (1..=12).contains(&self.month)
+            && self.day >= 1
+            && self.day <= days_in_month(self.year, self.month)
+            && self.hour < 24
+            && self.minute < 60
+            && self.second < 60
+            && self.micro < 1_000_000
     }
-    Some(Value::DateTime {
-        year: (p >> 46) as u16,
-        month: ((p >> 42) & 0xF) as u8,
-        day: ((p >> 37) & 0x1F) as u8,
-        hour: ((p >> 32) & 0x1F) as u8,
-        minute: ((p >> 26) & 0x3F) as u8,
-        second: ((p >> 20) & 0x3F) as u8,
-        micro: (p & 0xF_FFFF) as u32,
-    })
+
+    /// The packed form: year(14) month(4) day(5) hour(5) minute(6) second(6)
+    /// micro(20) from the most significant bit down; 60 bits, so its order as
+    /// an integer is the order of the datetimes.
+    pub(crate) fn pack(&self) -> u64 {
+        ((self.year as u64) << 46)
+            | ((self.month as u64) << 42)
+            | ((self.day as u64) << 37)
+            | ((self.hour as u64) << 32)
+            | ((self.minute as u64) << 26)
+            | ((self.second as u64) << 20)
+            | self.micro as u64
+    }
+
+    /// The inverse of [`DateTime::pack`]; `None` for bits outside the 60
+    /// used. The result is not validated.
+    pub(crate) fn unpack(p: u64) -> Option<DateTime> {
+        if p >> 60 != 0 {
+            return None;
+        }
+        Some(DateTime {
+            year: (p >> 46) as u16,
+            month: ((p >> 42) & 0xF) as u8,
+            day: ((p >> 37) & 0x1F) as u8,
+            hour: ((p >> 32) & 0x1F) as u8,
+            minute: ((p >> 26) & 0x3F) as u8,
+            second: ((p >> 20) & 0x3F) as u8,
+            micro: (p & 0xF_FFFF) as u32,
+        })
+    }
+
+    /// Parses 'YYYY-MM-DD[( |T)HH:MM:SS[.f+]]' (1 or 2 digit month, day and
+    /// time fields); fractional digits beyond 6 are ignored. The result is
+    /// not validated.
+    fn parse(s: &[u8]) -> Option<DateTime> {
+        let s = s.trim_ascii();
+        let mut i = 0;
+        let num = |min: usize, max: usize, i: &mut usize| -> Option<u32> {
+            let start = *i;
+            let mut v: u32 = 0;
+            while *i < s.len() && s[*i].is_ascii_digit() && *i - start < max {
+                v = v * 10 + (s[*i] - b'0') as u32;
+                *i += 1;
+            }
+            (*i - start >= min).then_some(v)
+        };
+        let expect = |c: u8, i: &mut usize| -> Option<()> {
+            if *i < s.len() && s[*i] == c {
+                *i += 1;
+                Some(())
+            } else {
+                None
+            }
+        };
+        let year = num(4, 4, &mut i)?;
+        expect(b'-', &mut i)?;
+        let month = num(1, 2, &mut i)?;
+        expect(b'-', &mut i)?;
+        let day = num(1, 2, &mut i)?;
+        let (mut hour, mut minute, mut second, mut micro) = (0, 0, 0, 0);
+        if i < s.len() {
+            if s[i] != b' ' && s[i] != b'T' {
+                return None;
+            }
+            i += 1;
+            hour = num(1, 2, &mut i)?;
+            expect(b':', &mut i)?;
+            minute = num(1, 2, &mut i)?;
+            expect(b':', &mut i)?;
+            second = num(1, 2, &mut i)?;
+            if i < s.len() {
+                expect(b'.', &mut i)?;
+                let start = i;
+                while i < s.len() && s[i].is_ascii_digit() {
+                    if i - start < 6 {
+                        micro = micro * 10 + (s[i] - b'0') as u32;
+                    }
+                    i += 1;
+                }
+                if i == start {
+                    return None;
+                }
+                for _ in (i - start)..6 {
+                    micro *= 10;
+                }
+            }
+        }
+        if i != s.len() || hour > 255 || minute > 255 || second > 255 || month > 255 || day > 255 {
+            return None;
+        }
+        Some(DateTime {
+            year: year as u16,
+            month: month as u8,
+            day: day as u8,
+            hour: hour as u8,
+            minute: minute as u8,
+            second: second as u8,
+            micro,
+        })
+    }
+
+    /// Rounds a valid datetime to whole seconds (fsp 0), carrying into the
+    /// date; `None` past 9999. Each carry can only follow the one before it,
+    /// since every field of a valid datetime is within its range.
+    fn round_to_second(mut self) -> Option<DateTime> {
+        debug_assert!(self.is_valid());
+        if self.micro >= 500_000 {
+            self.second += 1;
+            if self.second == 60 {
+                self.second = 0;
+                self.minute += 1;
+            }
+            if self.minute == 60 {
+                self.minute = 0;
+                self.hour += 1;
+            }
+            if self.hour == 24 {
+                self.hour = 0;
+                self.day += 1;
+            }
+            if self.day > days_in_month(self.year, self.month) {
+                self.day = 1;
+                self.month += 1;
+            }
+            if self.month == 13 {
+                self.month = 1;
+                self.year += 1;
+            }
+            if self.year > 9999 {
+                return None;
+            }
+        }
+        self.micro = 0;
+        Some(self)
+    }
+}
+
+/// The TIMESTAMP range: '1970-01-01 00:00:01'..='2038-01-19 03:14:07'.
+const TIMESTAMP_MIN: DateTime = DateTime {
+    year: 1970,
+    month: 1,
+    day: 1,
+    hour: 0,
+    minute: 0,
+    second: 1,
+    micro: 0,
+};
+const TIMESTAMP_MAX: DateTime = DateTime {
+    year: 2038,
+    month: 1,
+    day: 19,
+    hour: 3,
+    minute: 14,
+    second: 7,
+    micro: 0,
+};
+
+/// 'YYYY-MM-DD HH:MM:SS', with '.ffffff' only when microseconds are not 0.
+impl fmt::Display for DateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let DateTime {
+            year,
+            month,
+            day,
+            hour,
+            minute,
+            second,
+            micro,
+        } = *self;
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}"
+        )?;
+        if micro != 0 {
+            write!(f, ".{micro:06}")?;
+        }
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -356,19 +500,9 @@ pub(crate) fn scalar<'a>(v: &'a Value, ty: &ColumnType) -> Option<Scalar<'a>> {
             (b.len() <= MAX_TEXT_BYTES && std::str::from_utf8(b).is_ok()).then_some(Scalar::B(b))
         }
         (ColumnType::Blob, Value::Bytes(b)) => (b.len() <= MAX_TEXT_BYTES).then_some(Scalar::B(b)),
-        (
-            ColumnType::DateTime | ColumnType::Timestamp,
-            &Value::DateTime {
-                year,
-                month,
-                day,
-                hour,
-                minute,
-                second,
-                micro,
-            },
-        ) => datetime_valid(year, month, day, hour, minute, second, micro)
-            .then(|| Scalar::T(pack_datetime(year, month, day, hour, minute, second, micro))),
+        (ColumnType::DateTime | ColumnType::Timestamp, Value::DateTime(d)) => {
+            d.is_valid().then(|| Scalar::T(d.pack()))
+        }
         _ => None,
     }
 }
@@ -471,8 +605,8 @@ impl NumLit {
     }
 
     /// A datetime as the number YYYYMMDDHHMMSS.ffffff, as MySQL converts it.
-    fn from_datetime(v: &Value) -> NumLit {
-        let Value::DateTime {
+    fn from_datetime(d: &DateTime) -> NumLit {
+        let DateTime {
             year,
             month,
             day,
@@ -480,10 +614,7 @@ impl NumLit {
             minute,
             second,
             micro,
-        } = *v
-        else {
-            unreachable!()
-        };
+        } = *d;
         let s = format!("{year:04}{month:02}{day:02}{hour:02}{minute:02}{second:02}{micro:06}");
         NumLit::new(false, s.as_bytes(), -6)
     }
@@ -547,124 +678,6 @@ fn shown(v: &Value) -> String {
         Some(t) => String::from_utf8_lossy(&t).into_owned(),
         None => "NULL".to_string(),
     }
-}
-
-/// Parses 'YYYY-MM-DD[( |T)HH:MM:SS[.f+]]' (1 or 2 digit month, day and
-/// time fields); fractional digits beyond 6 are ignored.
-fn parse_datetime(s: &[u8]) -> Option<(u16, u8, u8, u8, u8, u8, u32)> {
-    let s = s.trim_ascii();
-    let mut i = 0;
-    let num = |min: usize, max: usize, i: &mut usize| -> Option<u32> {
-        let start = *i;
-        let mut v: u32 = 0;
-        while *i < s.len() && s[*i].is_ascii_digit() && *i - start < max {
-            v = v * 10 + (s[*i] - b'0') as u32;
-            *i += 1;
-        }
-        (*i - start >= min).then_some(v)
-    };
-    let expect = |c: u8, i: &mut usize| -> Option<()> {
-        if *i < s.len() && s[*i] == c {
-            *i += 1;
-            Some(())
-        } else {
-            None
-        }
-    };
-    let year = num(4, 4, &mut i)?;
-    expect(b'-', &mut i)?;
-    let month = num(1, 2, &mut i)?;
-    expect(b'-', &mut i)?;
-    let day = num(1, 2, &mut i)?;
-    let (mut hour, mut minute, mut second, mut micro) = (0, 0, 0, 0);
-    if i < s.len() {
-        if s[i] != b' ' && s[i] != b'T' {
-            return None;
-        }
-        i += 1;
-        hour = num(1, 2, &mut i)?;
-        expect(b':', &mut i)?;
-        minute = num(1, 2, &mut i)?;
-        expect(b':', &mut i)?;
-        second = num(1, 2, &mut i)?;
-        if i < s.len() {
-            expect(b'.', &mut i)?;
-            let start = i;
-            while i < s.len() && s[i].is_ascii_digit() {
-                if i - start < 6 {
-                    micro = micro * 10 + (s[i] - b'0') as u32;
-                }
-                i += 1;
-            }
-            if i == start {
-                return None;
-            }
-            for _ in (i - start)..6 {
-                micro *= 10;
-            }
-        }
-    }
-    if i != s.len() || hour > 255 || minute > 255 || second > 255 || month > 255 || day > 255 {
-        return None;
-    }
-    Some((
-        year as u16,
-        month as u8,
-        day as u8,
-        hour as u8,
-        minute as u8,
-        second as u8,
-        micro,
-    ))
-}
-
-/// Rounds to whole seconds (fsp 0), carrying into the date; `None` past 9999.
-fn round_to_second(
-    (mut year, mut month, mut day, mut hour, mut minute, mut second, micro): (
-        u16,
-        u8,
-        u8,
-        u8,
-        u8,
-        u8,
-        u32,
-    ),
-) -> Option<Value> {
-    if micro >= 500_000 {
-        second += 1;
-        if second == 60 {
-            second = 0;
-            minute += 1;
-            if minute == 60 {
-                minute = 0;
-                hour += 1;
-                if hour == 24 {
-                    hour = 0;
-                    day += 1;
-                    if day > days_in_month(year, month) {
-                        day = 1;
-                        month += 1;
-                        if month == 13 {
-                            month = 1;
-                            year += 1;
-                            if year > 9999 {
-                                return None;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Some(Value::DateTime {
-        year,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-        micro: 0,
-    })
 }
 
 impl Value {
@@ -792,71 +805,44 @@ impl Value {
                 Ok(Value::Bytes(bytes))
             }
             ColumnType::DateTime | ColumnType::Timestamp => {
-                let parts = match &self {
-                    Value::Bytes(b) => parse_datetime(b),
-                    &Value::DateTime {
-                        year,
-                        month,
-                        day,
-                        hour,
-                        minute,
-                        second,
-                        micro,
-                    } => Some((year, month, day, hour, minute, second, micro)),
+                let d = match &self {
+                    Value::Bytes(b) => DateTime::parse(b),
+                    Value::DateTime(d) => Some(*d),
                     Value::Int(_) | Value::UInt(_) => {
                         let x = match self {
                             Value::Int(i) => i as i128,
                             Value::UInt(u) => u as i128,
                             _ => unreachable!(),
                         };
-                        let s = x.to_string();
-                        let b = s.as_bytes();
+                        // YYYYMMDD or YYYYMMDDHHMMSS.
+                        let mut s = x.to_string();
+                        if s.len() == 8 {
+                            s.push_str("000000");
+                        }
                         let f = |r: std::ops::Range<usize>| -> u32 {
                             s[r].parse().expect("ascii digits")
                         };
-                        match b.len() {
-                            _ if x < 0 => None,
-                            8 => Some((f(0..4) as u16, f(4..6) as u8, f(6..8) as u8, 0, 0, 0, 0)),
-                            14 => Some((
-                                f(0..4) as u16,
-                                f(4..6) as u8,
-                                f(6..8) as u8,
-                                f(8..10) as u8,
-                                f(10..12) as u8,
-                                f(12..14) as u8,
-                                0,
-                            )),
-                            _ => None,
-                        }
+                        (x >= 0 && s.len() == 14).then(|| DateTime {
+                            year: f(0..4) as u16,
+                            month: f(4..6) as u8,
+                            day: f(6..8) as u8,
+                            hour: f(8..10) as u8,
+                            minute: f(10..12) as u8,
+                            second: f(12..14) as u8,
+                            micro: 0,
+                        })
                     }
                     _ => None,
                 };
-                let parts = parts.ok_or_else(|| invalid(&self))?;
-                let (y, mo, d, h, mi, s, us) = parts;
-                if !datetime_valid(y, mo, d, h, mi, s, us) {
+                let d = d
+                    .filter(DateTime::is_valid)
+                    .and_then(DateTime::round_to_second)
+                    .ok_or_else(|| invalid(&self))?;
+                if target == ColumnType::Timestamp && !(TIMESTAMP_MIN..=TIMESTAMP_MAX).contains(&d)
+                {
                     return Err(invalid(&self));
                 }
-                let v = round_to_second(parts).ok_or_else(|| invalid(&self))?;
-                if target == ColumnType::Timestamp {
-                    let packed = match &v {
-                        &Value::DateTime {
-                            year,
-                            month,
-                            day,
-                            hour,
-                            minute,
-                            second,
-                            micro,
-                        } => pack_datetime(year, month, day, hour, minute, second, micro),
-                        _ => unreachable!(),
-                    };
-                    let lo = pack_datetime(1970, 1, 1, 0, 0, 1, 0);
-                    let hi = pack_datetime(2038, 1, 19, 3, 14, 7, 0);
-                    if packed < lo || packed > hi {
-                        return Err(invalid(&self));
-                    }
-                }
-                Ok(v)
+                Ok(Value::DateTime(d))
             }
         }
     }
@@ -882,7 +868,7 @@ impl Value {
                 target,
                 value: shown(self),
             }),
-            Value::DateTime { .. } => Ok(NumLit::from_datetime(self)),
+            Value::DateTime(d) => Ok(NumLit::from_datetime(d)),
         }
     }
 
@@ -900,22 +886,7 @@ impl Value {
             Value::Double(f) => double_text(*f).into_bytes(),
             Value::Decimal { unscaled, scale } => decimal_text(*unscaled, *scale).into_bytes(),
             Value::Bytes(b) => b.clone(),
-            Value::DateTime {
-                year,
-                month,
-                day,
-                hour,
-                minute,
-                second,
-                micro,
-            } => {
-                let mut s =
-                    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}");
-                if *micro != 0 {
-                    s.push_str(&format!(".{micro:06}"));
-                }
-                s.into_bytes()
-            }
+            Value::DateTime(d) => d.to_string().into_bytes(),
         })
     }
 }
@@ -975,7 +946,7 @@ fn rank(v: &Value) -> u8 {
         Value::Null => 0,
         Value::Int(_) | Value::UInt(_) | Value::Double(_) | Value::Decimal { .. } => 1,
         Value::Bytes(_) => 2,
-        Value::DateTime { .. } => 3,
+        Value::DateTime(_) => 3,
     }
 }
 
@@ -1005,26 +976,7 @@ pub fn compare(a: &Value, b: &Value) -> Ordering {
     match (a, b) {
         (Value::Null, Value::Null) => Ordering::Equal,
         (Value::Bytes(x), Value::Bytes(y)) => x.cmp(y),
-        (
-            &Value::DateTime {
-                year,
-                month,
-                day,
-                hour,
-                minute,
-                second,
-                micro,
-            },
-            &Value::DateTime {
-                year: y2,
-                month: mo2,
-                day: d2,
-                hour: h2,
-                minute: mi2,
-                second: s2,
-                micro: us2,
-            },
-        ) => (year, month, day, hour, minute, second, micro).cmp(&(y2, mo2, d2, h2, mi2, s2, us2)),
+        (Value::DateTime(x), Value::DateTime(y)) => x.cmp(y),
         _ => cmp_num(num(a), num(b)),
     }
 }
@@ -1185,6 +1137,31 @@ mod tests {
         assert!(NumLit::parse(b".").is_none());
         assert!(NumLit::parse(b"12abc").is_none());
         assert!(NumLit::parse(b"inf").is_none());
+    }
+
+    #[test]
+    fn datetime_pack_order_and_text() {
+        let d = DateTime {
+            year: 2024,
+            month: 2,
+            day: 29,
+            hour: 12,
+            minute: 34,
+            second: 56,
+            micro: 789,
+        };
+        // The packed form is what rows and keys store: it must not change.
+        assert_eq!(d.pack(), 0x01FA_0BAC_8B80_0315);
+        assert_eq!(DateTime::unpack(d.pack()), Some(d));
+        assert_eq!(DateTime::unpack(1 << 60), None);
+        let later = DateTime {
+            second: 57,
+            micro: 0,
+            ..d
+        };
+        assert!(d < later && d.pack() < later.pack());
+        assert_eq!(d.to_string(), "2024-02-29 12:34:56.000789");
+        assert_eq!(later.to_string(), "2024-02-29 12:34:57");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use millrace_sql::types::MAX_TEXT_BYTES;
 use millrace_sql::{
     compare, decode_column, decode_key, decode_key_prefix, decode_row, encode_key, encode_row,
-    ColumnType, Value,
+    ColumnType, DateTime, Value,
 };
 use millrace_sys::rng::SplitMix64;
 
@@ -138,7 +138,7 @@ fn raw_value(rng: &mut SplitMix64, ty: &ColumnType) -> Value {
                 let any = 1 + rng.below(9999) as u16;
                 pick(rng, &[1u16, 1969, 1970, 2000, 2024, 9999, any])
             };
-            Value::DateTime {
+            Value::DateTime(DateTime {
                 year,
                 month: 1 + rng.below(12) as u8,
                 day: 1 + rng.below(31) as u8,
@@ -146,7 +146,7 @@ fn raw_value(rng: &mut SplitMix64, ty: &ColumnType) -> Value {
                 minute: rng.below(60) as u8,
                 second: rng.below(60) as u8,
                 micro: 0,
-            }
+            })
         }
         _ => unreachable!(),
     }
@@ -399,14 +399,16 @@ fn edge_values_order() {
             b(b"\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF"),
         ],
     );
-    let dt = |year, month, day, second| Value::DateTime {
-        year,
-        month,
-        day,
-        hour: 0,
-        minute: 0,
-        second,
-        micro: 0,
+    let dt = |year, month, day, second| {
+        Value::DateTime(DateTime {
+            year,
+            month,
+            day,
+            hour: 0,
+            minute: 0,
+            second,
+            micro: 0,
+        })
     };
     assert_ascending(
         ColumnType::DateTime,

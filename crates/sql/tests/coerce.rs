@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use millrace_sql::{compare, ColumnType, Value, ValueError};
+use millrace_sql::{compare, ColumnType, DateTime, Value, ValueError};
 
 const TINY: ColumnType = ColumnType::TinyInt { unsigned: false };
 const UTINY: ColumnType = ColumnType::TinyInt { unsigned: true };
@@ -33,7 +33,7 @@ fn ok(v: Value, t: ColumnType) -> Value {
 }
 
 fn dt(year: u16, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Value {
-    Value::DateTime {
+    Value::DateTime(DateTime {
         year,
         month,
         day,
@@ -41,7 +41,7 @@ fn dt(year: u16, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Value 
         minute,
         second,
         micro: 0,
-    }
+    })
 }
 
 #[test]
@@ -206,8 +206,8 @@ fn strings_to_datetimes() {
     assert_eq!(code(Value::Int(20241301), t), 1292);
     assert_eq!(code(Value::Double(1.0), t), 1292);
     let mut bad = dt(2024, 1, 1, 0, 0, 0);
-    if let Value::DateTime { ref mut day, .. } = bad {
-        *day = 32;
+    if let Value::DateTime(ref mut d) = bad {
+        d.day = 32;
     }
     assert_eq!(code(bad, t), 1292);
 }
@@ -346,8 +346,8 @@ fn text_form() {
     assert_eq!(t(s("héllo")).unwrap(), "héllo");
     assert_eq!(t(dt(2024, 1, 2, 3, 4, 5)).unwrap(), "2024-01-02 03:04:05");
     let mut with_micro = dt(2024, 1, 2, 3, 4, 5);
-    if let Value::DateTime { ref mut micro, .. } = with_micro {
-        *micro = 120;
+    if let Value::DateTime(ref mut d) = with_micro {
+        d.micro = 120;
     }
     assert_eq!(t(with_micro).unwrap(), "2024-01-02 03:04:05.000120");
 }
