@@ -13,8 +13,8 @@
 //! the MySQL wire protocol (sessions return values and MySQL error codes;
 //! the server encodes them).
 //! Depends on: millrace-trx (transactions), millrace-redo (the durability
-//! setting), millrace-metrics, sqlparser, crc32c (checksums of values
-//! stored out of line).
+//! setting), millrace-io (its bounded byte reader only), millrace-metrics,
+//! sqlparser, crc32c (checksums of values stored out of line).
 //!
 //! Decoders treat their input as hostile: truncated or malformed bytes are a
 //! [`CodecError`] or a [`SqlError`], never a panic.

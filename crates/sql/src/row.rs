@@ -31,6 +31,7 @@
 
 use crate::types::{scalar, ColumnType, DateTime, Scalar, Value};
 use crate::CodecError;
+use millrace_io::bytes::{ByteReader, Truncated};
 
 /// The version of a row whose values are all inline.
 pub const ROW_FORMAT_VERSION: u8 = 1;
@@ -177,21 +178,9 @@ pub fn encode_row_external(
     Ok(())
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        match self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()) {
-            Some(e) => {
-                let s = &self.bytes[self.pos..e];
-                self.pos = e;
-                Ok(s)
-            }
-            None => Err(CodecError::Truncated { offset: self.pos }),
-        }
+impl From<Truncated> for CodecError {
+    fn from(t: Truncated) -> Self {
+        CodecError::Truncated { offset: t.at }
     }
 }
 
@@ -220,13 +209,13 @@ impl Header<'_> {
 fn header<'a>(
     bytes: &'a [u8],
     types: &[ColumnType],
-) -> Result<(Reader<'a>, Header<'a>), CodecError> {
-    let mut r = Reader { bytes, pos: 0 };
-    let version = r.take(1)?[0];
+) -> Result<(ByteReader<'a>, Header<'a>), CodecError> {
+    let mut r = ByteReader::new(bytes);
+    let version = r.u8()?;
     if version != ROW_FORMAT_VERSION && version != ROW_FORMAT_EXTERNAL {
         return Err(malformed(0, "unknown row format version"));
     }
-    let n = u16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes")) as usize;
+    let n = r.u16()? as usize;
     if n != types.len() {
         return Err(CodecError::ColumnCount {
             expected: types.len(),
@@ -239,7 +228,7 @@ fn header<'a>(
         }
         Ok(())
     };
-    let at = r.pos;
+    let at = r.position();
     let nulls = r.take(n.div_ceil(8))?;
     padding(at, nulls)?;
     let mut h = Header {
@@ -247,7 +236,7 @@ fn header<'a>(
         external: None,
     };
     if version == ROW_FORMAT_EXTERNAL {
-        let at = r.pos;
+        let at = r.position();
         let ext = r.take(n.div_ceil(8))?;
         padding(at, ext)?;
         h.external = Some(ext);
@@ -277,8 +266,8 @@ fn le_u64(b: &[u8]) -> u64 {
 }
 
 /// Decodes a pointer to an out-of-line value of type `ty`.
-fn read_external(r: &mut Reader<'_>, ty: &ColumnType) -> Result<ExternalRef, CodecError> {
-    let at = r.pos;
+fn read_external(r: &mut ByteReader<'_>, ty: &ColumnType) -> Result<ExternalRef, CodecError> {
+    let at = r.position();
     let b = r.take(EXTERNAL_REF_BYTES)?;
     let e = ExternalRef {
         id: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
@@ -296,8 +285,8 @@ fn read_external(r: &mut Reader<'_>, ty: &ColumnType) -> Result<ExternalRef, Cod
 }
 
 /// Decodes one non-NULL value of type `ty` at the reader's position.
-fn read_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CodecError> {
-    let at = r.pos;
+fn read_value(r: &mut ByteReader<'_>, ty: &ColumnType) -> Result<Value, CodecError> {
+    let at = r.position();
     let v = match ty {
         ColumnType::TinyInt { .. }
         | ColumnType::SmallInt { .. }
@@ -313,24 +302,23 @@ fn read_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CodecError> 
                 Value::Int(((raw << shift) as i64) >> shift)
             }
         }
-        ColumnType::Double => Value::Double(f64::from_bits(le_u64(r.take(8)?))),
+        ColumnType::Double => Value::Double(f64::from_bits(r.u64()?)),
         ColumnType::Decimal { scale, .. } => {
-            if r.take(1)?[0] != *scale {
+            if r.u8()? != *scale {
                 return Err(malformed(at, "decimal scale differs from the column's"));
             }
-            let u = i128::from_le_bytes(r.take(16)?.try_into().expect("16 bytes"));
+            let u = r.i128()?;
             Value::Decimal {
                 unscaled: u,
                 scale: *scale,
             }
         }
         ColumnType::Char(_) | ColumnType::VarChar(_) | ColumnType::Text | ColumnType::Blob => {
-            let len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
+            let len = r.u32()? as usize;
             Value::Bytes(r.take(len)?.to_vec())
         }
         ColumnType::DateTime | ColumnType::Timestamp => Value::DateTime(
-            DateTime::unpack(le_u64(r.take(8)?))
-                .ok_or(malformed(at, "bits beyond the packed datetime"))?,
+            DateTime::unpack(r.u64()?).ok_or(malformed(at, "bits beyond the packed datetime"))?,
         ),
     };
     if scalar(&v, ty).is_none() {
@@ -340,13 +328,14 @@ fn read_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CodecError> 
 }
 
 /// Skips one non-NULL value of type `ty` without decoding it.
-fn skip_value(r: &mut Reader<'_>, ty: &ColumnType, external: bool) -> Result<(), CodecError> {
+fn skip_value(r: &mut ByteReader<'_>, ty: &ColumnType, external: bool) -> Result<(), CodecError> {
     let n = match fixed_size(ty) {
         _ if external => EXTERNAL_REF_BYTES,
         Some(n) => n,
-        None => u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize,
+        None => r.u32()? as usize,
     };
-    r.take(n).map(|_| ())
+    r.take(n)?;
+    Ok(())
 }
 
 /// Decodes a whole row of `types` whose values are all inline; a row with
@@ -379,8 +368,10 @@ pub fn decode_row_external(
             values.push(read_value(&mut r, ty)?);
         }
     }
-    if r.pos != bytes.len() {
-        return Err(CodecError::TrailingBytes { offset: r.pos });
+    if r.position() != bytes.len() {
+        return Err(CodecError::TrailingBytes {
+            offset: r.position(),
+        });
     }
     Ok((values, external))
 }
