@@ -243,7 +243,7 @@ async fn serve(
         local.ip(),
         local.port()
     );
-    tokio::spawn(accept_tcp(tcp, shared.clone()));
+    tokio::spawn(accept_loop(Listener::Tcp(tcp), shared.clone()));
     if let Some(listener) = metrics {
         let at = listener.local_addr().map_err(|e| e.to_string())?;
         println!("metrics at http://{at}/metrics");
@@ -255,7 +255,7 @@ async fn serve(
             path.display(),
             path.display()
         );
-        tokio::spawn(accept_unix(listener, shared.clone()));
+        tokio::spawn(accept_loop(Listener::Unix(listener), shared.clone()));
     }
 
     signals.wait().await;
@@ -313,15 +313,18 @@ fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
         .map_err(|e| format!("listening on {}: {e}", path.display()))
 }
 
-async fn accept_tcp(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    let mut shutdown = shared.shutdown.clone();
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stopping(&mut shutdown) => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+impl Listener {
+    /// The next connection, as a std socket: it is registered again on its
+    /// own thread's runtime (`spawn_connection`).
+    async fn accept(&self) -> io::Result<Accepted> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
                 let host = match peer.ip() {
                     IpAddr::V6(v6) => v6
@@ -329,17 +332,14 @@ async fn accept_tcp(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                         .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
                     ip => ip.to_string(),
                 };
-                match stream.into_std() {
-                    Ok(s) => spawn_connection(Accepted::Tcp(s, host), shared.clone()),
-                    Err(e) => tracing::warn!(error = %e, "could not take over a connection"),
-                }
+                Ok(Accepted::Tcp(stream.into_std()?, host))
             }
-            Err(e) => accept_failed(e).await,
+            Listener::Unix(l) => Ok(Accepted::Unix(l.accept().await?.0.into_std()?)),
         }
     }
 }
 
-async fn accept_unix(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.clone();
     loop {
         let accepted = tokio::select! {
@@ -347,10 +347,7 @@ async fn accept_unix(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
             _ = stopping(&mut shutdown) => return,
         };
         match accepted {
-            Ok((stream, _)) => match stream.into_std() {
-                Ok(s) => spawn_connection(Accepted::Unix(s), shared.clone()),
-                Err(e) => tracing::warn!(error = %e, "could not take over a connection"),
-            },
+            Ok(a) => spawn_connection(a, shared.clone()),
             Err(e) => accept_failed(e).await,
         }
     }

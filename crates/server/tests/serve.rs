@@ -283,6 +283,38 @@ fn mariadb(addr: SocketAddr, password: &str, sql: &str) -> Output {
         .expect("run mariadb")
 }
 
+/// `--socket PATH`: the mariadb client connects over the Unix socket too,
+/// and a clean stop removes the socket file.
+#[test]
+fn unix_socket_serves_the_mariadb_client() {
+    assert!(
+        have_command("mariadb"),
+        "`mariadb` is not installed: apt-get install mariadb-client (.ci/run does)"
+    );
+    let dir = temp_dir("socket");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("millrace.sock");
+    let server = Server::start(&dir.join("data"), &["--socket", sock.to_str().unwrap()]);
+    let out = Command::new("mariadb")
+        .arg(format!("--socket={}", sock.display()))
+        .arg("-uroot")
+        .arg(format!("-p{PASSWORD}"))
+        .arg("--connect-timeout=5")
+        .args(["-N", "-e", "SELECT 40 + 2"])
+        .output()
+        .expect("run mariadb");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.trim() == "42",
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _) = server.stop();
+    assert!(status.success());
+    assert!(!sock.exists(), "a clean stop removes the socket file");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn mariadb_client_connects_and_runs_status() {
     assert!(
