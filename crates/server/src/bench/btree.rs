@@ -9,15 +9,19 @@
 //! are checked, and the same mix runs on two BTreeMaps under a mutex each,
 //! in memory and with no durability, as the baseline.
 
-use super::{new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Window};
+use super::{
+    check_registered, counters, durability, finish_load, load_rows, measure_window, merge_latency,
+    new_histogram, open_storage, print_machine, print_metrics, print_settings, random_digits,
+    release_freed_memory, store_config, thread_rng, validate_store, Fields, Loaded, RunOutput,
+    StoreArgs, Window, MIB,
+};
 use clap::Args;
 use hdrhistogram::Histogram;
 use millrace_btree::{CheckReport, Error as TreeError, Index};
-use millrace_buf::{space, BufConfig, PageStore, StoreConfig};
-use millrace_io::FsStorage;
+use millrace_buf::{space, PageStore};
 use millrace_metrics::Registry;
-use millrace_redo::{Durability, LogConfig, WriterThreads};
-use millrace_sys::cpu::{process_cpu_time, CpuBudget, CpuProbe, CpuSnapshot};
+use millrace_redo::Durability;
+use millrace_sys::cpu::{CpuBudget, CpuProbe, CpuSnapshot};
 use millrace_sys::rng::SplitMix64;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,15 +39,9 @@ const SPACE: u32 = 1;
 const C_BYTES: usize = 120;
 const PAD_BYTES: usize = 60;
 const ROW_BYTES: usize = 8 + C_BYTES + PAD_BYTES;
-/// How often the load reports its progress on stderr.
-pub(super) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
-/// Loading threads when --load-threads is not given: at most this many, and
-/// no more than the CPUs.
-pub(super) const MAX_DEFAULT_LOAD_THREADS: u32 = 4;
 /// Seeds the row contents and the operations, so that the engine and the
 /// baseline load the same rows and run the same sequence per thread.
 const SEED: u64 = 0x6d69_6c6c_7261_6365;
-const MIB: f64 = (1u64 << 20) as f64;
 
 #[derive(Args, Debug)]
 pub struct BtreeArgs {
@@ -67,17 +65,8 @@ pub struct BtreeArgs {
     /// flush, 2 for the write. The load always runs at 0.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
     level: u8,
-    /// Size of the circular log file, MiB.
-    #[arg(long, default_value_t = 256)]
-    log_capacity_mb: u64,
-    /// Dedicated writer and flusher threads (on), a group commit leader (off),
-    /// or chosen by the CPU count (auto).
-    #[arg(long, default_value = "auto", value_parser = parse_writer_threads)]
-    log_writer_threads: WriterThreads,
-    /// Threads loading the table, on disjoint id ranges; by default the CPU
-    /// count, at most 4.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    load_threads: Option<u32>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Relative weights of the operations; one not named has weight 0.
     #[arg(long, default_value = "update_index=1,insert=1,point_select=1", value_parser = parse_mix)]
     mix: Mix,
@@ -93,55 +82,13 @@ fn parse_mix(s: &str) -> Result<Mix, String> {
 }
 
 pub fn run(args: &BtreeArgs) -> Result<(), String> {
-    validate(args)?;
+    validate_store(args.seconds, args.buffer_pool_mb, &args.store)?;
     args.out.run(
         "btree",
         |dir| run_in(args, dir),
         |r| r.all_fields(),
         print_table,
     )
-}
-
-fn validate(args: &BtreeArgs) -> Result<(), String> {
-    validate_seconds(args.seconds)?;
-    let pool_fits = args
-        .buffer_pool_mb
-        .checked_mul(1 << 20)
-        .is_some_and(|b| usize::try_from(b).is_ok());
-    if !pool_fits {
-        return Err(format!(
-            "--buffer-pool-mb {} is too large",
-            args.buffer_pool_mb
-        ));
-    }
-    if args.log_capacity_mb.checked_mul(1 << 20).is_none() {
-        return Err(format!(
-            "--log-capacity-mb {} is too large",
-            args.log_capacity_mb
-        ));
-    }
-    Ok(())
-}
-
-fn durability(args: &BtreeArgs) -> Durability {
-    Durability::from_level(args.level).expect("clap allows only 0, 1 and 2")
-}
-
-fn store_config(args: &BtreeArgs) -> StoreConfig {
-    StoreConfig {
-        buf: BufConfig {
-            page_size: args.page_size,
-            pool_bytes: (args.buffer_pool_mb << 20) as usize,
-            ..Default::default()
-        },
-        log: LogConfig {
-            capacity_bytes: args.log_capacity_mb << 20,
-            durability: durability(args),
-            writer_threads: args.log_writer_threads,
-            ..Default::default()
-        },
-        cleaner: true,
-    }
 }
 
 /// Everything the output is made of.
@@ -157,11 +104,7 @@ struct Report<'a> {
 fn run_in<'a>(args: &'a BtreeArgs, run_dir: &Path) -> Result<Report<'a>, String> {
     let registry = Registry::new();
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
-    let load_threads = args.load_threads.unwrap_or_else(|| {
-        cpu.snapshot()
-            .effective_cpus
-            .clamp(1, MAX_DEFAULT_LOAD_THREADS)
-    });
+    let load_threads = args.store.load_threads(&cpu);
     let (engine, dedicated_writer_threads) =
         open_and_run_engine(args, run_dir, &cpu, &registry, load_threads)?;
     // The store (and its buffer pool's memory) is gone before the baseline.
@@ -191,12 +134,17 @@ fn open_and_run_engine(
     registry: &Registry,
     load_threads: u32,
 ) -> Result<(Engine, bool), String> {
-    let storage = FsStorage::new(run_dir, false)
-        .map_err(|e| format!("opening storage in {}: {e}", run_dir.display()))?;
-    let (store, _) = PageStore::open(Arc::new(storage), store_config(args), cpu.clone(), registry)
+    let storage = open_storage(run_dir, false)?;
+    let config = store_config(
+        args.page_size,
+        args.buffer_pool_mb,
+        &args.store,
+        durability(args.level),
+    );
+    let (store, _) = PageStore::open(Arc::new(storage), config, cpu.clone(), registry)
         .map_err(|e| format!("opening the page store: {e}"))?;
-    let engine =
-        check_metrics(registry).and_then(|()| run_engine(args, &store, registry, load_threads));
+    let engine = check_registered(registry, Counters::NAMES, "the store")
+        .and_then(|()| run_engine(args, &store, registry, load_threads));
     let shutdown = store.shutdown();
     let engine = engine?;
     shutdown.map_err(|e| format!("shutting the page store down: {e}"))?;
@@ -212,9 +160,8 @@ pub(super) struct BareRun {
     pub buffer_pool_mb: u64,
     pub page_size: usize,
     pub level: u8,
-    pub log_capacity_mb: u64,
-    pub log_writer_threads: WriterThreads,
-    pub load_threads: u32,
+    /// The caller's, with `load_threads` set to what its run used.
+    pub store: StoreArgs,
     /// "update_index" or "insert".
     pub op: &'static str,
 }
@@ -234,9 +181,7 @@ pub(super) fn bare_ops_per_s(
         buffer_pool_mb: run.buffer_pool_mb,
         page_size: run.page_size,
         level: run.level,
-        log_capacity_mb: run.log_capacity_mb,
-        log_writer_threads: run.log_writer_threads,
-        load_threads: Some(run.load_threads),
+        store: run.store.clone(),
         mix: format!("{}=1", run.op).parse()?,
         no_baseline: true,
         out: RunOutput {
@@ -245,34 +190,12 @@ pub(super) fn bare_ops_per_s(
             json: true,
         },
     };
-    validate(&args)?;
+    validate_store(args.seconds, args.buffer_pool_mb, &args.store)?;
     let registry = Registry::new();
-    let (engine, _) = open_and_run_engine(&args, dir, cpu, &registry, run.load_threads)?;
+    let load_threads = args.store.load_threads(cpu);
+    let (engine, _) = open_and_run_engine(&args, dir, cpu, &registry, load_threads)?;
     let m = &engine.measured;
     Ok(m.total_ops() as f64 / m.wall_s)
-}
-
-/// Hands the memory the engine run freed back to the system. Without it, on
-/// glibc, the baseline after a busy engine run (100k rows, 16 threads, 2
-/// CPUs, pool 512 MiB) came out at 320-390k ops/s in 8 of 8 runs, and at
-/// 410-550k with it, as after an engine run that allocated little.
-pub(super) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator's
-    // arenas to the system; it touches no live allocation.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Fails before any thread starts if a counter this bench reports is gone.
-fn check_metrics(registry: &Registry) -> Result<(), String> {
-    for name in Counters::NAMES {
-        if registry.get(name).is_none() {
-            return Err(format!("the store does not register the metric {name}"));
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -394,13 +317,7 @@ fn entry_key(k: u64, id: u64) -> [u8; 16] {
 fn new_row(k: u64, rng: &mut SplitMix64) -> Vec<u8> {
     let mut row = vec![0u8; ROW_BYTES];
     row[..8].copy_from_slice(&k.to_le_bytes());
-    for chunk in row[8..].chunks_mut(16) {
-        let mut x = rng.next_u64();
-        for b in chunk {
-            *b = b'0' + (x % 10) as u8;
-            x /= 10;
-        }
-    }
+    random_digits(&mut row[8..], rng);
     row
 }
 
@@ -692,58 +609,11 @@ impl Table for MapTable {
 // ---------------------------------------------------------------------------
 // The load.
 
-struct Loaded {
-    rows: u64,
-    seconds: f64,
-}
-
-/// The ids thread `t` of `threads` loads: consecutive ranges covering 1..=rows.
-pub(super) fn load_range(rows: u64, threads: u32, t: u32) -> Range<u64> {
-    let at = |i: u32| 1 + (u128::from(rows) * u128::from(i) / u128::from(threads)) as u64;
-    at(t)..at(t + 1)
-}
-
 /// Inserts rows 1..=rows, ids ascending in each thread's range, printing
 /// the progress every second.
 fn load<T: Table>(table: &T, rows: u64, threads: u32, label: &str) -> Result<Loaded, String> {
-    let loaded = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let start = Instant::now();
-    thread::scope(|s| {
-        let loaders: Vec<_> = (0..threads)
-            .map(|t| {
-                let (loaded, failed) = (&loaded, &failed);
-                s.spawn(move || {
-                    let result =
-                        load_ids(table, load_range(rows, threads, t), rows, t, loaded, failed);
-                    if result.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    result
-                })
-            })
-            .collect();
-        let (mut last_at, mut last_rows) = (start, 0);
-        while !loaders.iter().all(|l| l.is_finished()) {
-            thread::sleep(Duration::from_millis(20));
-            if last_at.elapsed() >= PROGRESS_INTERVAL {
-                let (now, n) = (Instant::now(), loaded.load(Ordering::Relaxed));
-                let rate = (n - last_rows) as f64 / now.duration_since(last_at).as_secs_f64();
-                eprintln!("{label}: {n} of {rows} rows, {rate:.0} rows/s");
-                (last_at, last_rows) = (now, n);
-            }
-        }
-        for loader in loaders {
-            loader
-                .join()
-                .map_err(|_| format!("a {label} thread panicked"))?
-                .map_err(|e| format!("{label}: {e}"))?;
-        }
-        Ok::<(), String>(())
-    })?;
-    Ok(Loaded {
-        rows,
-        seconds: start.elapsed().as_secs_f64(),
+    load_rows(rows, threads, label, |ids, t, loaded, failed| {
+        load_ids(table, ids, rows, t, loaded, failed)
     })
 }
 
@@ -755,7 +625,7 @@ fn load_ids<T: Table>(
     loaded: &AtomicU64,
     failed: &AtomicBool,
 ) -> Result<(), String> {
-    let mut rng = SplitMix64::new(SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = thread_rng(SEED, thread);
     for id in ids {
         if failed.load(Ordering::Relaxed) {
             // Another loader failed; its error is the one reported.
@@ -774,76 +644,23 @@ fn load_ids<T: Table>(
 // ---------------------------------------------------------------------------
 // The run and its measurements.
 
-/// The store's counters this bench reports, at one moment.
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    page_reads: u64,
-    page_writes: u64,
-    lru_evictions: u64,
-    flush_adaptive: u64,
-    flush_lru: u64,
-    doublewrite_bytes: u64,
-    page_latch_waits: u64,
-    log_fsyncs: u64,
-}
-
-impl Counters {
-    const NAMES: [&'static str; 8] = [
-        "buffer_page_reads",
-        "buffer_page_writes",
-        "buffer_lru_evictions",
-        "buffer_flush_adaptive",
-        "buffer_flush_lru",
-        "buffer_doublewrite_bytes",
-        "buffer_page_latch_waits",
-        "log_fsyncs",
-    ];
-
-    /// check_metrics made sure every name is registered.
-    fn read(registry: &Registry) -> Self {
-        let get = |name| registry.get(name).unwrap_or(0);
-        Self {
-            page_reads: get("buffer_page_reads"),
-            page_writes: get("buffer_page_writes"),
-            lru_evictions: get("buffer_lru_evictions"),
-            flush_adaptive: get("buffer_flush_adaptive"),
-            flush_lru: get("buffer_flush_lru"),
-            doublewrite_bytes: get("buffer_doublewrite_bytes"),
-            page_latch_waits: get("buffer_page_latch_waits"),
-            log_fsyncs: get("log_fsyncs"),
-        }
-    }
-
-    fn since(&self, before: &Self) -> Self {
-        Self {
-            page_reads: self.page_reads - before.page_reads,
-            page_writes: self.page_writes - before.page_writes,
-            lru_evictions: self.lru_evictions - before.lru_evictions,
-            flush_adaptive: self.flush_adaptive - before.flush_adaptive,
-            flush_lru: self.flush_lru - before.flush_lru,
-            doublewrite_bytes: self.doublewrite_bytes - before.doublewrite_bytes,
-            page_latch_waits: self.page_latch_waits - before.page_latch_waits,
-            log_fsyncs: self.log_fsyncs - before.log_fsyncs,
-        }
+counters! {
+    /// The store's counters this bench reports, at one moment.
+    struct Counters {
+        page_reads: "buffer_page_reads",
+        page_writes: "buffer_page_writes",
+        lru_evictions: "buffer_lru_evictions",
+        flush_adaptive: "buffer_flush_adaptive",
+        flush_lru: "buffer_flush_lru",
+        doublewrite_bytes: "buffer_doublewrite_bytes",
+        page_latch_waits: "buffer_page_latch_waits",
+        log_fsyncs: "log_fsyncs",
     }
 }
 
-/// The counters (none for the baseline), the process CPU time and the
-/// clock at one moment.
-struct Sample {
-    at: Instant,
-    cpu_time: Duration,
-    counters: Counters,
-}
-
-impl Sample {
-    fn take(registry: Option<&Registry>) -> Self {
-        Self {
-            at: Instant::now(),
-            cpu_time: process_cpu_time(),
-            counters: registry.map_or_else(Counters::default, Counters::read),
-        }
-    }
+/// The counters, none for the baseline.
+fn read_counters(registry: Option<&Registry>) -> Counters {
+    registry.map_or_else(Counters::default, Counters::read)
 }
 
 /// What one worker saw.
@@ -887,21 +704,15 @@ fn run_ops<T: Table>(
                 s.spawn(move || worker_loop(table, w, t, start))
             })
             .collect();
-        start.wait();
-        let window = Window::starting_now(w.seconds);
-        thread::sleep(window.warmup_end.saturating_duration_since(Instant::now()));
-        let before = Sample::take(registry);
-        // The window ends when the last operation started before the
-        // deadline is done, so every counted commit's flush is in the deltas.
-        let tallies: Vec<_> = workers.into_iter().map(|t| t.join()).collect();
-        let after = Sample::take(registry);
+        let (tallies, before, after) =
+            measure_window(&start, w.seconds, workers, || read_counters(registry));
 
         let mut measured = Measured {
             ops: [0; 3],
             races: 0,
             all_races: 0,
-            wall_s: after.at.duration_since(before.at).as_secs_f64(),
-            cpu_s: after.cpu_time.saturating_sub(before.cpu_time).as_secs_f64(),
+            wall_s: after.wall_s_since(&before),
+            cpu_s: after.cpu_s_since(&before),
             latency_us: new_histogram(),
             counters: after.counters.since(&before.counters),
         };
@@ -912,10 +723,7 @@ fn run_ops<T: Table>(
             }
             measured.races += tally.races;
             measured.all_races += tally.all_races;
-            measured
-                .latency_us
-                .add(&tally.latency_us)
-                .map_err(|e| format!("merging latency histograms: {e:?}"))?;
+            merge_latency(&mut measured.latency_us, &tally.latency_us)?;
         }
         Ok(measured)
     })
@@ -927,7 +735,7 @@ fn worker_loop<T: Table>(
     thread: u32,
     start: &Barrier,
 ) -> Result<Tally, String> {
-    let mut rng = SplitMix64::new(!SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = thread_rng(!SEED, thread);
     let trx_id = u64::from(thread) + 1;
     let mut tally = Tally {
         ops: [0; 3],
@@ -982,12 +790,7 @@ fn run_engine(
     // The run starts with the load durable and its pages written, so its
     // page writes are the run's own.
     let t0 = Instant::now();
-    log.wait_flushed(log.current_lsn())
-        .map_err(|e| format!("flushing the log after the load: {e}"))?;
-    log.set_durability(durability(args));
-    store
-        .checkpoint_now()
-        .map_err(|e| format!("checkpointing after the load: {e}"))?;
+    finish_load(store, durability(args.level))?;
     let (pages, free) = table.space_pages()?;
     let data_bytes = pages * store.pool().page_size() as u64;
     eprintln!(
@@ -995,7 +798,7 @@ fn run_engine(
          checkpointed in {:.2} s; data {:.1} MiB ({pages} pages, {free} free), buffer pool {} MiB",
         load.rows,
         load.seconds,
-        load.rows as f64 / load.seconds,
+        load.rows_per_s(),
         t0.elapsed().as_secs_f64(),
         data_bytes as f64 / MIB,
         args.buffer_pool_mb,
@@ -1060,10 +863,7 @@ impl Report<'_> {
         f.float("data_mb", e.data_bytes as f64 / MIB);
         f.uint("ops", ops);
         f.float("ops_per_s", self.ops_per_s());
-        f.uint("p50_us", m.latency_us.value_at_quantile(0.5));
-        f.uint("p95_us", m.latency_us.value_at_quantile(0.95));
-        f.uint("p99_us", m.latency_us.value_at_quantile(0.99));
-        f.uint("max_us", m.latency_us.max());
+        f.latency(&m.latency_us);
         f.uint("update_index_ops", m.ops[Op::UpdateIndex as usize]);
         f.uint("insert_ops", m.ops[Op::Insert as usize]);
         f.uint("point_select_ops", m.ops[Op::PointSelect as usize]);
@@ -1079,7 +879,7 @@ impl Report<'_> {
         f.float("cpu_s", m.cpu_s);
         f.float("cpu_per_op_us", m.cpu_s * 1e6 / ops as f64);
         f.float("load_s", e.load.seconds);
-        f.float("load_rows_per_s", e.load.rows as f64 / e.load.seconds);
+        f.float("load_rows_per_s", e.load.rows_per_s());
         f.opt_float(
             "baseline_ops_per_s",
             self.baseline.as_ref().map(|b| b.ops_per_s),
@@ -1095,8 +895,11 @@ impl Report<'_> {
         f.float("measured_s", self.engine.measured.wall_s);
         f.string("mix", &args.mix.to_string());
         f.uint("load_threads", self.load_threads.into());
-        f.uint("log_capacity_mb", args.log_capacity_mb);
-        f.string("log_writer_threads", &args.log_writer_threads.to_string());
+        f.uint("log_capacity_mb", args.store.log_capacity_mb);
+        f.string(
+            "log_writer_threads",
+            &args.store.log_writer_threads.to_string(),
+        );
         f.bool("dedicated_writer_threads", self.dedicated_writer_threads);
         f.uint("effective_cpus", self.machine.effective_cpus.into());
         f
@@ -1122,29 +925,11 @@ impl Report<'_> {
 }
 
 fn print_table(report: &Report) {
-    let machine = &report.machine;
-    let quota = machine
-        .quota_cpus
-        .map_or("no quota".to_string(), |q| format!("quota {q} CPUs"));
-    println!(
-        "machine: {} effective CPUs ({} in the affinity mask, {quota})",
-        machine.effective_cpus, machine.affinity_cpus
-    );
+    print_machine(&report.machine);
     let mut settings = report.settings();
     settings.extend(report.more_settings());
-    let settings: Vec<String> = settings
-        .iter()
-        .filter(|(k, _)| *k != "measured_s")
-        .map(|(k, v)| format!("{k}={}", v.to_text()))
-        .collect();
-    println!("settings: {}", settings.join(" "));
-    let results = report.results();
-    let width = results.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    println!("{:<width$} | value", "metric");
-    println!("{}-|------", "-".repeat(width));
-    for (key, value) in results.iter() {
-        println!("{key:<width$} | {}", value.to_text());
-    }
+    print_settings(settings.iter().filter(|(k, _)| *k != "measured_s"));
+    print_metrics(&report.results());
     let data_mb = report.engine.data_bytes as f64 / MIB;
     println!(
         "data: {data_mb:.1} MiB after the load, buffer pool {} MiB ({:.2}x the data)",
@@ -1164,6 +949,7 @@ fn print_table(report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use millrace_redo::WriterThreads;
 
     #[test]
     fn mix_parses_and_prints() {
@@ -1189,18 +975,6 @@ mod tests {
     }
 
     #[test]
-    fn load_ranges_cover_every_id_once() {
-        for (rows, threads) in [(10, 3), (1, 4), (100_000, 4)] {
-            let ranges: Vec<_> = (0..threads).map(|t| load_range(rows, threads, t)).collect();
-            assert_eq!(ranges[0].start, 1);
-            assert_eq!(ranges.last().unwrap().end, rows + 1);
-            for pair in ranges.windows(2) {
-                assert_eq!(pair[0].end, pair[1].start);
-            }
-        }
-    }
-
-    #[test]
     fn the_workload_runs_on_the_baseline() {
         let args = BtreeArgs {
             rows: 500,
@@ -1209,9 +983,11 @@ mod tests {
             buffer_pool_mb: 64,
             page_size: 16384,
             level: 1,
-            log_capacity_mb: 256,
-            log_writer_threads: WriterThreads::Auto,
-            load_threads: None,
+            store: StoreArgs {
+                log_capacity_mb: 256,
+                log_writer_threads: WriterThreads::Auto,
+                load_threads: None,
+            },
             mix: "update_index=1,insert=1,point_select=1".parse().unwrap(),
             no_baseline: false,
             out: RunOutput {

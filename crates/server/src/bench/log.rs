@@ -7,14 +7,16 @@
 //! the commit latency can be read against it.
 
 use super::{
-    new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Value, Window,
+    check_mb, check_registered, counters, durability, measure_window, merge_latency, new_histogram,
+    open_storage, parse_writer_threads, print_machine, print_metrics, validate_seconds, Fields,
+    RunOutput, Window,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
-use millrace_io::{AlignedBuf, FsStorage, DIRECT_IO_ALIGN};
+use millrace_io::{AlignedBuf, DIRECT_IO_ALIGN};
 use millrace_metrics::Registry;
-use millrace_redo::{Durability, Log, LogConfig, LogError, SpinConfig, WriterThreads};
-use millrace_sys::cpu::{process_cpu_time, CpuBudget, CpuProbe, CpuSnapshot};
+use millrace_redo::{Log, LogConfig, LogError, SpinConfig, WriterThreads};
+use millrace_sys::cpu::{CpuBudget, CpuProbe, CpuSnapshot};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -104,13 +106,7 @@ fn validate(args: &LogArgs) -> Result<(), String> {
             args.baseline_seconds
         ));
     }
-    if args.log_capacity_mb.checked_mul(1 << 20).is_none() {
-        return Err(format!(
-            "--log-capacity-mb {} is too large",
-            args.log_capacity_mb
-        ));
-    }
-    Ok(())
+    check_mb("--log-capacity-mb", args.log_capacity_mb, u64::MAX)
 }
 
 /// Everything the output is made of.
@@ -134,8 +130,7 @@ fn run_in<'a>(args: &'a LogArgs, run_dir: &Path) -> Result<Report<'a>, String> {
     };
     let registry = Registry::new();
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
-    let storage = FsStorage::new(run_dir, args.direct_io)
-        .map_err(|e| format!("opening storage in {}: {e}", run_dir.display()))?;
+    let storage = open_storage(run_dir, args.direct_io)?;
     let log = Log::create(&storage, log_config(args), cpu.clone(), &registry)
         .map_err(|e| format!("creating the log: {e}"))?;
     let measured =
@@ -155,7 +150,7 @@ fn run_in<'a>(args: &'a LogArgs, run_dir: &Path) -> Result<Report<'a>, String> {
 fn log_config(args: &LogArgs) -> LogConfig {
     LogConfig {
         capacity_bytes: args.log_capacity_mb << 20,
-        durability: Durability::from_level(args.level).expect("clap allows only 0, 1 and 2"),
+        durability: durability(args.level),
         writer_threads: args.log_writer_threads,
         recent_closed_bytes: args.recent_closed_bytes,
         recent_written_bytes: args.recent_written_bytes,
@@ -177,12 +172,7 @@ fn check_workload(args: &LogArgs, log: &Log, registry: &Registry) -> Result<(), 
             args.record_bytes
         ));
     }
-    for name in LogCounters::NAMES {
-        if registry.get(name).is_none() {
-            return Err(format!("the log does not register the metric {name}"));
-        }
-    }
-    Ok(())
+    check_registered(registry, LogCounters::NAMES, "the log")
 }
 
 // ---------------------------------------------------------------------------
@@ -253,86 +243,20 @@ fn prefill(file: &File) -> std::io::Result<()> {
 // ---------------------------------------------------------------------------
 // Steps 3 to 5: the checkpointer, the committers, the measurements.
 
-/// The log's counters this bench reports, at one moment.
-#[derive(Clone, Copy, Default)]
-struct LogCounters {
-    fsyncs: u64,
-    writes: u64,
-    bytes_written: u64,
-    spin_ns: u64,
-    spin_hits: u64,
-    spin_misses: u64,
-    block_waits: u64,
-    recent_closed_full: u64,
-    recent_written_full: u64,
-    buffer_full_waits: u64,
-    log_full_waits: u64,
-}
-
-impl LogCounters {
-    const NAMES: [&'static str; 11] = [
-        "log_fsyncs",
-        "log_writes",
-        "log_bytes_written",
-        "log_spin_ns",
-        "log_spin_hits",
-        "log_spin_misses",
-        "log_block_waits",
-        "log_recent_closed_full",
-        "log_recent_written_full",
-        "log_buffer_full_waits",
-        "log_full_waits",
-    ];
-
-    /// check_workload made sure every name is registered.
-    fn read(registry: &Registry) -> Self {
-        let get = |name| registry.get(name).unwrap_or(0);
-        Self {
-            fsyncs: get("log_fsyncs"),
-            writes: get("log_writes"),
-            bytes_written: get("log_bytes_written"),
-            spin_ns: get("log_spin_ns"),
-            spin_hits: get("log_spin_hits"),
-            spin_misses: get("log_spin_misses"),
-            block_waits: get("log_block_waits"),
-            recent_closed_full: get("log_recent_closed_full"),
-            recent_written_full: get("log_recent_written_full"),
-            buffer_full_waits: get("log_buffer_full_waits"),
-            log_full_waits: get("log_full_waits"),
-        }
-    }
-
-    fn since(&self, before: &Self) -> Self {
-        Self {
-            fsyncs: self.fsyncs - before.fsyncs,
-            writes: self.writes - before.writes,
-            bytes_written: self.bytes_written - before.bytes_written,
-            spin_ns: self.spin_ns - before.spin_ns,
-            spin_hits: self.spin_hits - before.spin_hits,
-            spin_misses: self.spin_misses - before.spin_misses,
-            block_waits: self.block_waits - before.block_waits,
-            recent_closed_full: self.recent_closed_full - before.recent_closed_full,
-            recent_written_full: self.recent_written_full - before.recent_written_full,
-            buffer_full_waits: self.buffer_full_waits - before.buffer_full_waits,
-            log_full_waits: self.log_full_waits - before.log_full_waits,
-        }
-    }
-}
-
-/// The counters, the process CPU time and the clock at one moment.
-struct Sample {
-    at: Instant,
-    cpu_time: Duration,
-    counters: LogCounters,
-}
-
-impl Sample {
-    fn take(registry: &Registry) -> Self {
-        Self {
-            at: Instant::now(),
-            cpu_time: process_cpu_time(),
-            counters: LogCounters::read(registry),
-        }
+counters! {
+    /// The log's counters this bench reports, at one moment.
+    struct LogCounters {
+        fsyncs: "log_fsyncs",
+        writes: "log_writes",
+        bytes_written: "log_bytes_written",
+        spin_ns: "log_spin_ns",
+        spin_hits: "log_spin_hits",
+        spin_misses: "log_spin_misses",
+        block_waits: "log_block_waits",
+        recent_closed_full: "log_recent_closed_full",
+        recent_written_full: "log_recent_written_full",
+        buffer_full_waits: "log_buffer_full_waits",
+        log_full_waits: "log_full_waits",
     }
 }
 
@@ -359,21 +283,16 @@ fn run_commits(args: &LogArgs, log: &Log, registry: &Registry) -> Result<Measure
         let committers: Vec<_> = (0..args.threads)
             .map(|_| s.spawn(|| committer_loop(log, &start, args.seconds, args.record_bytes)))
             .collect();
-        start.wait();
-        let window = Window::starting_now(args.seconds);
-        thread::sleep(window.warmup_end.saturating_duration_since(Instant::now()));
-        let before = Sample::take(registry);
-        // The window ends when the last commit started before the deadline
-        // is done, so every counted commit's flush is in the deltas.
-        let tallies: Vec<_> = committers.into_iter().map(|t| t.join()).collect();
-        let after = Sample::take(registry);
+        let (tallies, before, after) = measure_window(&start, args.seconds, committers, || {
+            LogCounters::read(registry)
+        });
         stop_checkpointer.store(true, Ordering::Relaxed);
         let checkpointed = checkpointer.join();
 
         let mut measured = Measured {
             commits: 0,
-            wall_s: after.at.duration_since(before.at).as_secs_f64(),
-            cpu_s: after.cpu_time.saturating_sub(before.cpu_time).as_secs_f64(),
+            wall_s: after.wall_s_since(&before),
+            cpu_s: after.cpu_s_since(&before),
             latency_us: new_histogram(),
             counters: after.counters.since(&before.counters),
         };
@@ -382,10 +301,7 @@ fn run_commits(args: &LogArgs, log: &Log, registry: &Registry) -> Result<Measure
                 .map_err(|_| "a committer thread panicked".to_string())?
                 .map_err(|e| format!("commit failed: {e}"))?;
             measured.commits += tally.commits;
-            measured
-                .latency_us
-                .add(&tally.latency_us)
-                .map_err(|e| format!("merging latency histograms: {e:?}"))?;
+            merge_latency(&mut measured.latency_us, &tally.latency_us)?;
         }
         checkpointed
             .map_err(|_| "the checkpointer thread panicked".to_string())?
@@ -468,7 +384,6 @@ impl Report<'_> {
         let m = &self.measured;
         let c = &m.counters;
         let per_s = |n: u64| n as f64 / m.wall_s;
-        let p50_us = m.latency_us.value_at_quantile(0.5);
         let spin_s = c.spin_ns as f64 / 1e9;
         let mut f = Fields::new();
         f.float("measured_s", m.wall_s);
@@ -476,10 +391,7 @@ impl Report<'_> {
         f.float("commits_per_s", per_s(m.commits));
         f.float("fsyncs_per_s", per_s(c.fsyncs));
         f.float("commits_per_fsync", m.commits as f64 / c.fsyncs as f64);
-        f.uint("p50_us", p50_us);
-        f.uint("p95_us", m.latency_us.value_at_quantile(0.95));
-        f.uint("p99_us", m.latency_us.value_at_quantile(0.99));
-        f.uint("max_us", m.latency_us.max());
+        f.latency(&m.latency_us);
         f.float("cpu_s", m.cpu_s);
         f.float("cpu_per_commit_us", m.cpu_s * 1e6 / m.commits as f64);
         f.float("spin_s", spin_s);
@@ -497,14 +409,8 @@ impl Report<'_> {
         f.float("writes_per_s", per_s(c.writes));
         f.float("bytes_written_per_s", per_s(c.bytes_written));
         let b = self.baseline.as_ref();
-        f.push(
-            "baseline_fsync_us",
-            b.map_or(Value::Null, |b| Value::Uint(b.fsync_us)),
-        );
-        f.push(
-            "baseline_p99_us",
-            b.map_or(Value::Null, |b| Value::Uint(b.p99_us)),
-        );
+        f.opt_uint("baseline_fsync_us", b.map(|b| b.fsync_us));
+        f.opt_uint("baseline_p99_us", b.map(|b| b.p99_us));
         f.opt_float("baseline_ops_per_s", b.map(|b| b.ops_per_s));
         f.opt_float("latency_vs_baseline", self.latency_vs_baseline());
         f
@@ -526,14 +432,7 @@ impl Report<'_> {
 
 fn print_table(report: &Report) {
     let args = report.args;
-    let machine = &report.machine;
-    let quota = machine
-        .quota_cpus
-        .map_or("no quota".to_string(), |q| format!("quota {q} CPUs"));
-    println!(
-        "machine: {} effective CPUs ({} in the affinity mask, {quota})",
-        machine.effective_cpus, machine.affinity_cpus
-    );
+    print_machine(&report.machine);
     println!(
         "settings: threads={} seconds={} record_bytes={} level={} log_writer_threads={} ({}) \
          cpu_quota_aware={} recent_closed_bytes={} recent_written_bytes={} direct_io={}",
@@ -552,13 +451,7 @@ fn print_table(report: &Report) {
         args.recent_written_bytes,
         args.direct_io,
     );
-    let results = report.results();
-    let width = results.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    println!("{:<width$} | value", "metric");
-    println!("{}-|------", "-".repeat(width));
-    for (key, value) in results.iter() {
-        println!("{key:<width$} | {}", value.to_text());
-    }
+    print_metrics(&report.results());
     match (report.latency_vs_baseline(), &report.baseline) {
         (Some(ratio), Some(b)) => println!(
             "latency: p50 {} us is {ratio:.2}x the bare 4 KiB pwrite + fdatasync ({} us)",

@@ -16,20 +16,18 @@
 //! a fresh store (the engine part of `bench btree`: no undo, no locks, no
 //! read views), and `commits_vs_baseline` is the ratio.
 
-use super::btree::{
-    bare_ops_per_s, load_range, release_freed_memory, BareRun, MAX_DEFAULT_LOAD_THREADS,
-    PROGRESS_INTERVAL,
-};
+use super::btree::{bare_ops_per_s, BareRun};
 use super::{
-    new_histogram, parse_writer_threads, validate_seconds, Fields, RunOutput, Value, Window,
+    check_mb, check_registered, counters, durability, finish_load, latency_summary, load_rows,
+    measure_window, merge_latency, new_histogram, open_storage, print_machine, print_metrics,
+    print_settings, random_digits, release_freed_memory, store_config, thread_rng, validate_store,
+    Fields, Loaded, RunOutput, StoreArgs, Value, Window, MIB,
 };
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
-use millrace_buf::{BufConfig, StoreConfig};
-use millrace_io::FsStorage;
 use millrace_metrics::Registry;
-use millrace_redo::{Durability, LogConfig, WriterThreads};
-use millrace_sys::cpu::{process_cpu_time, CpuBudget, CpuProbe, CpuSnapshot};
+use millrace_redo::Durability;
+use millrace_sys::cpu::{CpuBudget, CpuProbe, CpuSnapshot};
 use millrace_sys::rng::SplitMix64;
 use millrace_trx::{Engine, Isolation, Trx, TrxConfig, TrxError, UndoQuotaPolicy};
 use std::fmt;
@@ -62,7 +60,6 @@ const LONG_READER_INTERVAL: Duration = Duration::from_secs(1);
 /// MySQL's error codes of the two errors retried.
 const ER_LOCK_DEADLOCK: u16 = 1213;
 const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
-const MIB: f64 = (1u64 << 20) as f64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
@@ -176,17 +173,8 @@ pub struct TrxArgs {
     /// included); repeatable, e.g. --set-level-at 10:2 --set-level-at 20:1.
     #[arg(long, value_name = "SECONDS:LEVEL", value_parser = parse_level_change)]
     set_level_at: Vec<LevelChange>,
-    /// Size of the circular log file, MiB.
-    #[arg(long, default_value_t = 256)]
-    log_capacity_mb: u64,
-    /// Dedicated writer and flusher threads (on), a group commit leader (off),
-    /// or chosen by the CPU count (auto).
-    #[arg(long, default_value = "auto", value_parser = parse_writer_threads)]
-    log_writer_threads: WriterThreads,
-    /// Threads loading the table, on disjoint id ranges; by default the CPU
-    /// count, at most 4.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    load_threads: Option<u32>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// One more thread keeps a REPEATABLE READ transaction (and its read
     /// view) open for the whole run, reading a random row every second: it
     /// holds purge back.
@@ -242,29 +230,8 @@ pub fn run(args: &TrxArgs) -> Result<(), String> {
 }
 
 fn validate(args: &TrxArgs) -> Result<(), String> {
-    validate_seconds(args.seconds)?;
-    let pool_fits = args
-        .buffer_pool_mb
-        .checked_mul(1 << 20)
-        .is_some_and(|b| usize::try_from(b).is_ok());
-    if !pool_fits {
-        return Err(format!(
-            "--buffer-pool-mb {} is too large",
-            args.buffer_pool_mb
-        ));
-    }
-    if args.log_capacity_mb.checked_mul(1 << 20).is_none() {
-        return Err(format!(
-            "--log-capacity-mb {} is too large",
-            args.log_capacity_mb
-        ));
-    }
-    if args.undo_quota_mb.checked_mul(1 << 20).is_none() {
-        return Err(format!(
-            "--undo-quota-mb {} is too large",
-            args.undo_quota_mb
-        ));
-    }
+    validate_store(args.seconds, args.buffer_pool_mb, &args.store)?;
+    check_mb("--undo-quota-mb", args.undo_quota_mb, u64::MAX)?;
     for change in &args.set_level_at {
         if change.at_s >= args.seconds {
             return Err(format!(
@@ -278,21 +245,13 @@ fn validate(args: &TrxArgs) -> Result<(), String> {
 
 fn trx_config(args: &TrxArgs) -> TrxConfig {
     TrxConfig {
-        store: StoreConfig {
-            buf: BufConfig {
-                page_size: args.page_size,
-                pool_bytes: (args.buffer_pool_mb << 20) as usize,
-                ..Default::default()
-            },
-            log: LogConfig {
-                capacity_bytes: args.log_capacity_mb << 20,
-                // The load runs at level 0; the run's level is set after it.
-                durability: Durability::Lazy,
-                writer_threads: args.log_writer_threads,
-                ..Default::default()
-            },
-            cleaner: true,
-        },
+        // The load runs at level 0; the run's level is set after it.
+        store: store_config(
+            args.page_size,
+            args.buffer_pool_mb,
+            &args.store,
+            Durability::Lazy,
+        ),
         lock_wait_timeout_ms: args.lock_wait_timeout_ms,
         purge: !args.no_purge,
         purge_threads: args.purge_threads as usize,
@@ -302,10 +261,6 @@ fn trx_config(args: &TrxArgs) -> TrxConfig {
         undo_quota_policy: args.undo_quota_policy.engine_policy(),
         ..Default::default()
     }
-}
-
-fn durability(level: u8) -> Durability {
-    Durability::from_level(level).expect("clap and LevelChange allow only 0, 1 and 2")
 }
 
 /// Everything the output is made of.
@@ -326,19 +281,14 @@ fn run_in<'a>(args: &'a TrxArgs, run_dir: &Path) -> Result<Report<'a>, String> {
         .map(Timeseries::create)
         .transpose()?;
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
-    let load_threads = args.load_threads.unwrap_or_else(|| {
-        cpu.snapshot()
-            .effective_cpus
-            .clamp(1, MAX_DEFAULT_LOAD_THREADS)
-    });
-    let engine_dir = run_dir.join("engine");
-    let storage = FsStorage::new(&engine_dir, false)
-        .map_err(|e| format!("opening storage in {}: {e}", engine_dir.display()))?;
+    let load_threads = args.store.load_threads(&cpu);
+    let storage = open_storage(&run_dir.join("engine"), false)?;
     let (engine_run, dedicated_writer_threads) = {
         let registry = Registry::new();
         let engine = Engine::open(Arc::new(storage), trx_config(args), cpu.clone(), registry)
             .map_err(|e| format!("opening the engine: {e}"))?;
-        let engine_run = check_metrics(engine.registry())
+        let metrics = Counters::NAMES.iter().chain(&GAUGE_NAMES);
+        let engine_run = check_registered(engine.registry(), metrics, "the engine")
             .and_then(|()| run_engine(args, &engine, load_threads, timeseries));
         let shutdown = engine.shutdown();
         let engine_run = engine_run?;
@@ -367,16 +317,6 @@ fn run_in<'a>(args: &'a TrxArgs, run_dir: &Path) -> Result<Report<'a>, String> {
     })
 }
 
-/// Fails before any thread starts if a metric this bench reads is gone.
-fn check_metrics(registry: &Registry) -> Result<(), String> {
-    for name in Counters::NAMES.iter().chain(&GAUGE_NAMES) {
-        if registry.get(name).is_none() {
-            return Err(format!("the engine does not register the metric {name}"));
-        }
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------
 // Rows and transactions.
 
@@ -389,13 +329,7 @@ fn row_key(id: u64) -> [u8; 8] {
 fn new_value(k: u64, rng: &mut SplitMix64) -> Vec<u8> {
     let mut value = vec![0u8; VALUE_BYTES];
     value[..8].copy_from_slice(&k.to_be_bytes());
-    for chunk in value[8..].chunks_mut(16) {
-        let mut x = rng.next_u64();
-        for b in chunk {
-            *b = b'0' + (x % 10) as u8;
-            x /= 10;
-        }
-    }
+    random_digits(&mut value[8..], rng);
     value
 }
 
@@ -501,55 +435,8 @@ fn insert(
 // ---------------------------------------------------------------------------
 // The load.
 
-struct Loaded {
-    rows: u64,
-    seconds: f64,
-}
-
-/// Inserts rows 1..=rows in transactions of LOAD_BATCH_ROWS rows, ids
-/// ascending in each thread's range, printing the progress every second.
-fn load(engine: &Arc<Engine>, table: u32, rows: u64, threads: u32) -> Result<Loaded, String> {
-    let loaded = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let start = Instant::now();
-    thread::scope(|s| {
-        let loaders: Vec<_> = (0..threads)
-            .map(|t| {
-                let (loaded, failed) = (&loaded, &failed);
-                s.spawn(move || {
-                    let ids = load_range(rows, threads, t);
-                    let result = load_ids(engine, table, ids, rows, t, loaded, failed);
-                    if result.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    result
-                })
-            })
-            .collect();
-        let (mut last_at, mut last_rows) = (start, 0);
-        while !loaders.iter().all(|l| l.is_finished()) {
-            thread::sleep(Duration::from_millis(20));
-            if last_at.elapsed() >= PROGRESS_INTERVAL {
-                let (now, n) = (Instant::now(), loaded.load(Ordering::Relaxed));
-                let rate = (n - last_rows) as f64 / now.duration_since(last_at).as_secs_f64();
-                eprintln!("load: {n} of {rows} rows, {rate:.0} rows/s");
-                (last_at, last_rows) = (now, n);
-            }
-        }
-        for loader in loaders {
-            loader
-                .join()
-                .map_err(|_| "a load thread panicked".to_string())?
-                .map_err(|e| format!("load: {e}"))?;
-        }
-        Ok::<(), String>(())
-    })?;
-    Ok(Loaded {
-        rows,
-        seconds: start.elapsed().as_secs_f64(),
-    })
-}
-
+/// Inserts one loader's ids in transactions of LOAD_BATCH_ROWS rows, ids
+/// ascending.
 fn load_ids(
     engine: &Arc<Engine>,
     table: u32,
@@ -559,7 +446,7 @@ fn load_ids(
     loaded: &AtomicU64,
     failed: &AtomicBool,
 ) -> Result<(), String> {
-    let mut rng = SplitMix64::new(SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = thread_rng(SEED, thread);
     let mut first = ids.start;
     while first < ids.end {
         if failed.load(Ordering::Relaxed) {
@@ -586,104 +473,29 @@ fn load_ids(
 // ---------------------------------------------------------------------------
 // The run and its measurements.
 
-/// The engine's counters this bench reports, at one moment.
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    commits: u64,
-    rollbacks: u64,
-    purge_delays: u64,
-    purge_delay_us: u64,
-    purge_records: u64,
-    purge_logs: u64,
-    rseg_latch_waits: u64,
-    rseg_latch_wait_ns: u64,
-    lock_waits: u64,
-    lock_deadlocks: u64,
-    lock_timeouts: u64,
-    page_reads: u64,
-    page_writes: u64,
-    log_fsyncs: u64,
-}
-
-impl Counters {
-    const NAMES: [&'static str; 14] = [
-        "trx_commits",
-        "trx_rollbacks",
-        "trx_purge_lag_delays",
-        "trx_purge_lag_delay_us",
-        "trx_purge_records",
-        "trx_purge_logs",
-        "trx_rseg_latch_waits",
-        "trx_rseg_latch_wait_ns",
-        "lock_waits",
-        "lock_deadlocks",
-        "lock_timeouts",
-        "buffer_page_reads",
-        "buffer_page_writes",
-        "log_fsyncs",
-    ];
-
-    /// check_metrics made sure every name is registered.
-    fn read(registry: &Registry) -> Self {
-        let get = |name| registry.get(name).unwrap_or(0);
-        Self {
-            commits: get("trx_commits"),
-            rollbacks: get("trx_rollbacks"),
-            purge_delays: get("trx_purge_lag_delays"),
-            purge_delay_us: get("trx_purge_lag_delay_us"),
-            purge_records: get("trx_purge_records"),
-            purge_logs: get("trx_purge_logs"),
-            rseg_latch_waits: get("trx_rseg_latch_waits"),
-            rseg_latch_wait_ns: get("trx_rseg_latch_wait_ns"),
-            lock_waits: get("lock_waits"),
-            lock_deadlocks: get("lock_deadlocks"),
-            lock_timeouts: get("lock_timeouts"),
-            page_reads: get("buffer_page_reads"),
-            page_writes: get("buffer_page_writes"),
-            log_fsyncs: get("log_fsyncs"),
-        }
-    }
-
-    fn since(&self, before: &Self) -> Self {
-        Self {
-            commits: self.commits - before.commits,
-            rollbacks: self.rollbacks - before.rollbacks,
-            purge_delays: self.purge_delays - before.purge_delays,
-            purge_delay_us: self.purge_delay_us - before.purge_delay_us,
-            purge_records: self.purge_records - before.purge_records,
-            purge_logs: self.purge_logs - before.purge_logs,
-            rseg_latch_waits: self.rseg_latch_waits - before.rseg_latch_waits,
-            rseg_latch_wait_ns: self.rseg_latch_wait_ns - before.rseg_latch_wait_ns,
-            lock_waits: self.lock_waits - before.lock_waits,
-            lock_deadlocks: self.lock_deadlocks - before.lock_deadlocks,
-            lock_timeouts: self.lock_timeouts - before.lock_timeouts,
-            page_reads: self.page_reads - before.page_reads,
-            page_writes: self.page_writes - before.page_writes,
-            log_fsyncs: self.log_fsyncs - before.log_fsyncs,
-        }
+counters! {
+    /// The engine's counters this bench reports, at one moment.
+    struct Counters {
+        commits: "trx_commits",
+        rollbacks: "trx_rollbacks",
+        purge_delays: "trx_purge_lag_delays",
+        purge_delay_us: "trx_purge_lag_delay_us",
+        purge_records: "trx_purge_records",
+        purge_logs: "trx_purge_logs",
+        rseg_latch_waits: "trx_rseg_latch_waits",
+        rseg_latch_wait_ns: "trx_rseg_latch_wait_ns",
+        lock_waits: "lock_waits",
+        lock_deadlocks: "lock_deadlocks",
+        lock_timeouts: "lock_timeouts",
+        page_reads: "buffer_page_reads",
+        page_writes: "buffer_page_writes",
+        log_fsyncs: "log_fsyncs",
     }
 }
 
 /// The gauges the sampler reads (the history length it reads from the
 /// engine directly).
 const GAUGE_NAMES: [&str; 3] = ["trx_history_len", "trx_undo_bytes", "buffer_pages_dirty"];
-
-/// The counters, the process CPU time and the clock at one moment.
-struct Sample {
-    at: Instant,
-    cpu_time: Duration,
-    counters: Counters,
-}
-
-impl Sample {
-    fn take(registry: &Registry) -> Self {
-        Self {
-            at: Instant::now(),
-            cpu_time: process_cpu_time(),
-            counters: Counters::read(registry),
-        }
-    }
-}
 
 /// What one worker saw after the warm-up.
 struct Tally {
@@ -758,14 +570,8 @@ fn run_ops(
                 s.spawn(move || worker_loop(engine, w, t as u32, start, second))
             })
             .collect();
-        start.wait();
-        let window = Window::starting_now(w.seconds);
-        thread::sleep(window.warmup_end.saturating_duration_since(Instant::now()));
-        let before = Sample::take(registry);
-        // The window ends when the last transaction started before the
-        // deadline is done, so every counted commit is in the deltas.
-        let tallies: Vec<_> = workers.into_iter().map(|t| t.join()).collect();
-        let after = Sample::take(registry);
+        let (tallies, before, after) =
+            measure_window(&start, w.seconds, workers, || Counters::read(registry));
         let history_len_end = engine.history_len();
         // The long reader stops at the deadline by itself.
         let long_reader = long_reader.map(|r| r.join());
@@ -779,8 +585,8 @@ fn run_ops(
             commits: 0,
             deadlocks: 0,
             lock_timeouts: 0,
-            wall_s: after.at.duration_since(before.at).as_secs_f64(),
-            cpu_s: after.cpu_time.saturating_sub(before.cpu_time).as_secs_f64(),
+            wall_s: after.wall_s_since(&before),
+            cpu_s: after.cpu_s_since(&before),
             latency_us: new_histogram(),
             counters: after.counters.since(&before.counters),
             history_len_end,
@@ -795,10 +601,7 @@ fn run_ops(
             measured.commits += tally.commits;
             measured.deadlocks += tally.deadlocks;
             measured.lock_timeouts += tally.lock_timeouts;
-            measured
-                .latency_us
-                .add(&tally.latency_us)
-                .map_err(|e| format!("merging latency histograms: {e:?}"))?;
+            merge_latency(&mut measured.latency_us, &tally.latency_us)?;
         }
         Ok(measured)
     })
@@ -811,7 +614,7 @@ fn worker_loop(
     start: &Barrier,
     second: &Mutex<Histogram<u64>>,
 ) -> Result<Tally, String> {
-    let mut rng = SplitMix64::new(!SEED ^ u64::from(thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = thread_rng(!SEED, thread);
     let mut tally = Tally {
         commits: 0,
         deadlocks: 0,
@@ -1017,9 +820,7 @@ fn sampler_loop(
             let counters = Counters::read(registry);
             for second in seconds {
                 let mut h = second.lock().expect("poisoned");
-                merged
-                    .add(&*h)
-                    .map_err(|e| format!("merging latency histograms: {e:?}"))?;
+                merge_latency(&mut merged, &h)?;
                 h.reset();
             }
             let d = counters.since(&last);
@@ -1089,25 +890,20 @@ fn run_engine(
     let table = engine
         .create_table(&[vec![(0, K_BYTES)]])
         .map_err(|e| format!("creating the table: {e}"))?;
-    let load = load(engine, table, args.rows, load_threads)?;
+    let load = load_rows(args.rows, load_threads, "load", |ids, t, loaded, failed| {
+        load_ids(engine, table, ids, args.rows, t, loaded, failed)
+    })?;
     // The run starts with the load durable and its pages written, so its
     // page writes are the run's own.
     let t0 = Instant::now();
-    let store = engine.store();
-    let log = store.log();
-    log.wait_flushed(log.current_lsn())
-        .map_err(|e| format!("flushing the log after the load: {e}"))?;
-    log.set_durability(durability(args.level));
-    store
-        .checkpoint_now()
-        .map_err(|e| format!("checkpointing after the load: {e}"))?;
+    finish_load(engine.store(), durability(args.level))?;
     eprintln!(
         "loaded {} rows in {:.2} s ({:.0} rows/s, {load_threads} threads, transactions of \
          {LOAD_BATCH_ROWS} rows), flushed and checkpointed in {:.2} s; history_len {}, buffer \
          pool {} MiB",
         load.rows,
         load.seconds,
-        load.rows as f64 / load.seconds,
+        load.rows_per_s(),
         t0.elapsed().as_secs_f64(),
         engine.history_len(),
         args.buffer_pool_mb,
@@ -1146,9 +942,10 @@ fn run_baseline(
         buffer_pool_mb: args.buffer_pool_mb,
         page_size: args.page_size,
         level: args.level,
-        log_capacity_mb: args.log_capacity_mb,
-        log_writer_threads: args.log_writer_threads,
-        load_threads,
+        store: StoreArgs {
+            load_threads: Some(load_threads),
+            ..args.store.clone()
+        },
         op: args.workload.name(),
     };
     let ops_per_s = bare_ops_per_s(&run, dir, cpu).map_err(|e| format!("baseline: {e}"))?;
@@ -1179,17 +976,9 @@ impl Report<'_> {
         f.uint("commits", m.commits);
         f.float("commits_per_s", self.commits_per_s());
         // No commit (every writer waiting, wait_writers): no latency at all.
-        let latency = |us: u64| {
-            if m.latency_us.is_empty() {
-                Value::Null
-            } else {
-                Value::Uint(us)
-            }
-        };
-        f.push("p50_us", latency(m.latency_us.value_at_quantile(0.5)));
-        f.push("p95_us", latency(m.latency_us.value_at_quantile(0.95)));
-        f.push("p99_us", latency(m.latency_us.value_at_quantile(0.99)));
-        f.push("max_us", latency(m.latency_us.max()));
+        for (key, us) in latency_summary(&m.latency_us) {
+            f.opt_uint(key, (!m.latency_us.is_empty()).then_some(us));
+        }
         f.uint("history_len_max", m.sampled.history_len_max);
         f.uint("history_len_end", m.history_len_end);
         f.uint("purge_delay_us_total", c.purge_delay_us);
@@ -1222,12 +1011,7 @@ impl Report<'_> {
             "long_reader_rolled_back_at_s",
             m.long_reader.as_ref().and_then(|r| r.rolled_back_at_s),
         );
-        f.push(
-            "long_reader_reads",
-            m.long_reader
-                .as_ref()
-                .map_or(Value::Null, |r| Value::Uint(r.reads)),
-        );
+        f.opt_uint("long_reader_reads", m.long_reader.as_ref().map(|r| r.reads));
         f.uint("rollbacks", c.rollbacks);
         f.uint("lock_waits", c.lock_waits);
         f.uint("purge_logs", c.purge_logs);
@@ -1236,7 +1020,7 @@ impl Report<'_> {
         f.uint("page_writes", c.page_writes);
         f.uint("log_fsyncs", c.log_fsyncs);
         f.float("load_s", e.load.seconds);
-        f.float("load_rows_per_s", e.load.rows as f64 / e.load.seconds);
+        f.float("load_rows_per_s", e.load.rows_per_s());
         f.float("measured_s", m.wall_s);
         let changes: Vec<String> = args.set_level_at.iter().map(|c| c.to_string()).collect();
         f.string("level_changes", &changes.join(","));
@@ -1250,8 +1034,11 @@ impl Report<'_> {
         f.uint("purge_threads", args.purge_threads);
         f.uint("lock_wait_timeout_ms", args.lock_wait_timeout_ms);
         f.uint("load_threads", self.load_threads.into());
-        f.uint("log_capacity_mb", args.log_capacity_mb);
-        f.string("log_writer_threads", &args.log_writer_threads.to_string());
+        f.uint("log_capacity_mb", args.store.log_capacity_mb);
+        f.string(
+            "log_writer_threads",
+            &args.store.log_writer_threads.to_string(),
+        );
         f.bool("dedicated_writer_threads", self.dedicated_writer_threads);
         f.uint("effective_cpus", self.machine.effective_cpus.into());
         f.push(
@@ -1283,28 +1070,11 @@ impl Report<'_> {
 }
 
 fn print_table(report: &Report) {
-    let machine = &report.machine;
-    let quota = machine
-        .quota_cpus
-        .map_or("no quota".to_string(), |q| format!("quota {q} CPUs"));
-    println!(
-        "machine: {} effective CPUs ({} in the affinity mask, {quota})",
-        machine.effective_cpus, machine.affinity_cpus
-    );
-    let settings: Vec<String> = report
-        .settings()
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.to_text()))
-        .collect();
-    println!("settings: {}", settings.join(" "));
+    print_machine(&report.machine);
+    print_settings(report.settings().iter());
     let mut results = report.results();
     results.extend(report.more());
-    let width = results.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    println!("{:<width$} | value", "metric");
-    println!("{}-|------", "-".repeat(width));
-    for (key, value) in results.iter() {
-        println!("{key:<width$} | {}", value.to_text());
-    }
+    print_metrics(&results);
     match (report.commits_vs_baseline(), &report.baseline) {
         (Some(ratio), Some(b)) => println!(
             "throughput: {:.0} commits/s is {ratio:.3}x the bare B+tree's {} ({:.0} ops/s)",
