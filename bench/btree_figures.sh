@@ -24,58 +24,28 @@
 # exact command is printed).
 
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 ROWS=${ROWS:-300000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 THREADS=${THREADS:-16}
 RUNS=${RUNS:-3}
 BENCH_DIR=${BENCH_DIR:-bench/results}
-BIN=target/release/millrace
-RESULTS=bench/results
 LARGE_POOL_MB=512
 MIN_SMALL_POOL_MB=8
-# A run that takes this much longer than its two timed phases is treated as
-# a hang; the load gets one more second per LOAD_ROWS_PER_S rows on top.
-HANG_MARGIN_S=60
-LOAD_ROWS_PER_S=5000
 
-mkdir -p "$RESULTS" "$BENCH_DIR"
-OUT="$RESULTS/btree-$(date +%Y%m%d-%H%M%S).jsonl"
-ERRLOG="${OUT%.jsonl}.stderr.log"
-FAILURES=()
-
-log() { printf '%s\n' "$*" >&2; }
-
-# run_one CASE SETTING REP ARGS...: one run with --json; its line, labelled,
-# is appended to $OUT and kept in $LINE. RUN_SECONDS overrides
-# SECONDS_PER_RUN.
+# run_one CASE SETTING REP ARGS...: one run with --json (run_json in
+# lib.sh); its line, labelled, is appended to $OUT and kept in $LINE.
+# RUN_SECONDS overrides SECONDS_PER_RUN.
 run_one() {
     local case_name=$1 setting=$2 rep=$3
     shift 3
     local seconds=${RUN_SECONDS:-$SECONDS_PER_RUN}
-    local cmd=("$BIN" bench btree --json --dir "$BENCH_DIR" --rows "$ROWS" --threads "$THREADS"
-        --seconds "$seconds" "$@")
     local limit_s
-    limit_s=$(python3 -c "import math,sys; print(2 * math.ceil(float(sys.argv[1])) + 2 + $HANG_MARGIN_S + int(sys.argv[2]) // $LOAD_ROWS_PER_S)" \
-        "$seconds" "$ROWS")
-    log "case $case_name, $setting, run $rep: $(printf '%q ' "${cmd[@]}")"
-    LINE=""
-    local line rc=0
-    line=$(timeout -k 10 "$limit_s" "${cmd[@]}" 2>>"$ERRLOG") || rc=$?
-    if ((rc == 124 || rc == 137)); then
-        FAILURES+=("HANG (no result after ${limit_s} s): $(printf '%q ' "${cmd[@]}")")
-        log "  hung, killed"
-        return
-    fi
-    if ((rc != 0)) || [[ $line != \{* ]]; then
-        FAILURES+=("FAILED (exit $rc, see $ERRLOG): $(printf '%q ' "${cmd[@]}")")
-        log "  failed with exit status $rc"
-        return
-    fi
-    LINE=$line
-    printf '{"case":"%s","setting":"%s","rep":%d,%s\n' "$case_name" "$setting" "$rep" "${line#\{}" >>"$OUT"
+    limit_s=$(hang_limit_s "$seconds" 2 "$ROWS" 1)
+    run_json "$case_name" "$setting" "$rep" "$limit_s" "$BIN" bench btree --json --dir "$BENCH_DIR" \
+        --rows "$ROWS" --threads "$THREADS" --seconds "$seconds" "$@"
 }
 
 # small_pool_mb JSON_LINE: a quarter of the line's data_mb, rounded up, at
@@ -84,10 +54,7 @@ small_pool_mb() {
     python3 -c "import json, math, sys; print(max($MIN_SMALL_POOL_MB, math.ceil(json.loads(sys.argv[1])['data_mb'] / 4)))" "$1"
 }
 
-log "building"
-cargo build --release -p millrace >&2
-
-log "results: $OUT"
+start_figures btree
 
 SMALL_POOL_MB=""
 for rep in $(seq "$RUNS"); do
@@ -110,36 +77,7 @@ for rep in $(seq "$RUNS"); do
 done
 
 if [[ -s $OUT ]]; then
-    python3 - "$OUT" "$ROWS" "$THREADS" "$SECONDS_PER_RUN" <<'EOF'
-import json, statistics, sys
-
-runs = {}
-with open(sys.argv[1]) as f:
-    for line in f:
-        r = json.loads(line)
-        runs.setdefault((r["case"], r["setting"]), []).append(r)
-
-def median(case, setting, key):
-    values = [r[key] for r in runs.get((case, setting), []) if r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-def fmt(v):
-    if v is None:
-        return "n/a"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
-    return f"{v:.0f}"
-
-def ratio_of(a, b):
-    return a / b if a is not None and b else None
-
-rows = []
-
-def row(case, setting, key, value, comparison="", ratio=None, has_ratio=True):
-    ratio_cell = "n/a" if ratio is None else f"{ratio:.3g}x"
-    rows.append((case, setting, f"{key} = {fmt(value)}", comparison,
-                 ratio_cell if comparison and has_ratio else ""))
-
+    figures_py "$OUT" "$ROWS" "$THREADS" "$SECONDS_PER_RUN" <<'EOF'
 def pool(case, setting):
     return fmt(median(case, setting, "buffer_pool_mb"))
 
@@ -166,16 +104,8 @@ print()
 print(f"rows={sys.argv[2]} threads={sys.argv[3]} seconds={sys.argv[4]}; "
       f"medians of {n} runs per setting; raw lines in {sys.argv[1]}")
 print()
-print("| case | setting | median value | comparison | ratio |")
-print("|---|---|---|---|---|")
-for r in rows:
-    print("| " + " | ".join(r) + " |")
+print_table("case", "setting", "median value", "comparison", "ratio")
 EOF
 fi
 
-if ((${#FAILURES[@]} > 0)); then
-    log ""
-    log "runs that did not finish:"
-    for f in "${FAILURES[@]}"; do log "  $f"; done
-    exit 1
-fi
+report_failures

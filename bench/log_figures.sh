@@ -23,27 +23,17 @@
 # exact command is printed); a missed goal is shown in the table only.
 
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 RUNS=${RUNS:-3}
 BENCH_DIR=${BENCH_DIR:-bench/results}
-BIN=target/release/millrace
-RESULTS=bench/results
-# A run that takes this much longer than asked is treated as a hang.
-HANG_MARGIN_S=60
 CGROUP=/sys/fs/cgroup/cpu/millrace-bench-$$
 
-mkdir -p "$RESULTS" "$BENCH_DIR"
-OUT="$RESULTS/log-$(date +%Y%m%d-%H%M%S).jsonl"
-ERRLOG="${OUT%.jsonl}.stderr.log"
-FAILURES=()
-
-log() { printf '%s\n' "$*" >&2; }
-
-# run_one CASE SETTING REP CGROUP_OR_EMPTY ARGS...: one run with --json; its
-# line, labelled, is appended to $OUT. RUN_SECONDS overrides SECONDS_PER_RUN.
+# run_one CASE SETTING REP CGROUP_OR_EMPTY ARGS...: one run with --json
+# (run_json in lib.sh); its line, labelled, is appended to $OUT.
+# RUN_SECONDS overrides SECONDS_PER_RUN.
 run_one() {
     local case_name=$1 setting=$2 rep=$3 cgroup=$4
     shift 4
@@ -52,24 +42,12 @@ run_one() {
     if [[ -n $cgroup ]]; then
         # The shell moves itself into the cgroup, then becomes the bench:
         # only the bench process is limited, not this script.
+        # shellcheck disable=SC2016 # expanded by that shell
         cmd=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup" "${cmd[@]}")
     fi
     local limit_s
-    limit_s=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1])) + 2 + $HANG_MARGIN_S)" "$seconds")
-    log "case $case_name, $setting, run $rep: $(printf '%q ' "${cmd[@]}")"
-    local line rc=0
-    line=$(timeout -k 10 "$limit_s" "${cmd[@]}" 2>>"$ERRLOG") || rc=$?
-    if ((rc == 124 || rc == 137)); then
-        FAILURES+=("HANG (no result after ${limit_s} s): $(printf '%q ' "${cmd[@]}")")
-        log "  hung, killed"
-        return
-    fi
-    if ((rc != 0)) || [[ $line != \{* ]]; then
-        FAILURES+=("FAILED (exit $rc, see $ERRLOG): $(printf '%q ' "${cmd[@]}")")
-        log "  failed with exit status $rc"
-        return
-    fi
-    printf '{"case":"%s","setting":"%s","rep":%d,%s\n' "$case_name" "$setting" "$rep" "${line#\{}" >>"$OUT"
+    limit_s=$(hang_limit_s "$seconds" 1)
+    run_json "$case_name" "$setting" "$rep" "$limit_s" "${cmd[@]}"
 }
 
 cgroup_v1_usable() {
@@ -83,10 +61,7 @@ make_cgroup() {
     echo 90000 >"$CGROUP/cpu.cfs_quota_us"
 }
 
-log "building"
-cargo build --release -p millrace >&2
-
-log "results: $OUT"
+start_figures log
 
 # a. One committer: a commit is one write and one flush; how close to the
 # bare flush does it get?
@@ -138,28 +113,10 @@ for rep in $(seq "$RUNS"); do
     done
 done
 
-python3 - "$OUT" <<'EOF'
-import json, statistics, sys
-
-runs = {}
-with open(sys.argv[1]) as f:
-    for line in f:
-        r = json.loads(line)
-        runs.setdefault((r["case"], r["setting"]), []).append(r)
-
-def median(case, setting, key):
-    values = [r[key] for r in runs.get((case, setting), []) if r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-def fmt(v):
-    if v is None:
-        return "n/a"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
-    return f"{v:.0f}"
-
-rows = []
-
+# No table when no run finished: report_failures lists them instead.
+if [[ -s $OUT ]]; then
+    figures_py "$OUT" <<'EOF'
+# A sixth column, the goal: replaces lib.sh's row().
 def row(case, setting, key, value, comparison="", ratio=None, goal="", met=None):
     shown = f"{value * 100:.2f}%" if key.endswith("_share") and value is not None else fmt(value)
     cell = f"{key} = {shown}"
@@ -167,9 +124,6 @@ def row(case, setting, key, value, comparison="", ratio=None, goal="", met=None)
     if goal and met is not None:
         goal = f"{goal} ({'met' if met else 'MISSED'})"
     rows.append((case, setting, cell, comparison, ratio_cell if comparison else "", goal))
-
-def ratio_of(a, b):
-    return a / b if a is not None and b else None
 
 for w in ("off", "on"):
     p50, base = median("a", w, "p50_us"), median("a", w, "baseline_fsync_us")
@@ -216,15 +170,8 @@ n = max((len(v) for v in runs.values()), default=0)
 print()
 print(f"Medians of {n} runs per setting; raw lines in {sys.argv[1]}")
 print()
-print("| case | setting | median value | comparison | ratio | goal |")
-print("|---|---|---|---|---|---|")
-for r in rows:
-    print("| " + " | ".join(r) + " |")
+print_table("case", "setting", "median value", "comparison", "ratio", "goal")
 EOF
-
-if ((${#FAILURES[@]} > 0)); then
-    log ""
-    log "runs that did not finish:"
-    for f in "${FAILURES[@]}"; do log "  $f"; done
-    exit 1
 fi
+
+report_failures

@@ -19,7 +19,8 @@
 # as the postgres user). Raw sysbench output goes to bench/results/.
 
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 TABLES=${TABLES:-10}
 ROWS=${ROWS:-100000}
@@ -29,8 +30,6 @@ WORKLOADS=${WORKLOADS:-"oltp_update_index oltp_insert oltp_point_select oltp_rea
 THREADS=${THREADS:-"1 64"}
 PS_MODE=${PS_MODE:-disable}
 SYSTEMS=${SYSTEMS:-"millrace mariadb postgres"}
-BIN=target/release/millrace
-RESULTS=bench/results
 STAMP=$(date +%Y%m%d-%H%M%S)
 RAW="$RESULTS/sysbench-$STAMP.log"
 TMP=$(mktemp -d /tmp/millrace-compare.XXXXXX)
@@ -50,7 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release -p millrace >/dev/null 2>&1 || cargo build --release -p millrace
+build_millrace --quiet
 
 wait_for() { # command... : retried for up to 60 s
     for _ in $(seq 1 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done

@@ -9,13 +9,13 @@
 #   bench/sysbench_matrix.sh                        # about 2 minutes
 #   TABLES=10 ROWS=10000 SECONDS_PER_RUN=10 bench/sysbench_matrix.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 TABLES=${TABLES:-10}
 ROWS=${ROWS:-1000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
 PORT=${PORT:-3397}
-BIN=target/release/millrace
-cargo build --release -p millrace >/dev/null 2>&1 || cargo build --release -p millrace
+build_millrace --quiet
 TMP=$(mktemp -d)
 "$BIN" serve --data-dir "$TMP/data" --listen 127.0.0.1:$PORT --no-metrics \
     --buffer-pool-size 512M >"$TMP/log" 2>&1 &

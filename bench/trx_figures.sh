@@ -36,8 +36,8 @@
 # if gdb is installed).
 
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 ROWS=${ROWS:-100000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
@@ -45,75 +45,25 @@ THREADS=${THREADS:-16}
 RUNS=${RUNS:-3}
 QUOTA_MB=${QUOTA_MB:-8}
 BENCH_DIR=${BENCH_DIR:-bench/results}
-BIN=target/release/millrace
-RESULTS=bench/results
-# A run that takes this much longer than its two timed phases is treated as
-# a hang; the loads get one more second per LOAD_ROWS_PER_S rows on top.
-HANG_MARGIN_S=60
-LOAD_ROWS_PER_S=5000
+GDB_ON_HANG=1
 
-mkdir -p "$RESULTS" "$BENCH_DIR"
-STAMP=$(date +%Y%m%d-%H%M%S)
-OUT="$RESULTS/trx-$STAMP.jsonl"
-ERRLOG="${OUT%.jsonl}.stderr.log"
-SEED002_CSV="$RESULTS/seed002-$STAMP.csv"
-FAILURES=()
-
-log() { printf '%s\n' "$*" >&2; }
-
-# run_one CASE SETTING REP ARGS...: one run with --json and a time series;
-# its line, labelled, is appended to $OUT and kept in $LINE. RUN_SECONDS
-# overrides SECONDS_PER_RUN, CSV the time series' path.
+# run_one CASE SETTING REP ARGS...: one run with --json (run_json in
+# lib.sh) and a time series; its line, labelled, is appended to $OUT and
+# kept in $LINE. RUN_SECONDS overrides SECONDS_PER_RUN, CSV the time
+# series' path.
 run_one() {
     local case_name=$1 setting=$2 rep=$3
     shift 3
     local seconds=${RUN_SECONDS:-$SECONDS_PER_RUN}
     local csv=${CSV:-"${OUT%.jsonl}-$case_name-$setting-$rep.csv"}
-    local cmd=("$BIN" bench trx --json --dir "$BENCH_DIR" --rows "$ROWS" --threads "$THREADS"
-        --seconds "$seconds" --timeseries "$csv" "$@")
     local limit_s
-    limit_s=$(python3 -c "import math,sys; print(2 * math.ceil(float(sys.argv[1])) + 2 + $HANG_MARGIN_S + 2 * int(sys.argv[2]) // $LOAD_ROWS_PER_S)" \
-        "$seconds" "$ROWS")
-    log "case $case_name, $setting, run $rep: $(printf '%q ' "${cmd[@]}")"
-    LINE=""
-    local stdout rc=0 hung=0 started=$SECONDS
-    stdout=$(mktemp)
-    "${cmd[@]}" >"$stdout" 2>>"$ERRLOG" &
-    local pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-        if ((SECONDS - started >= limit_s)); then
-            hung=1
-            if command -v gdb >/dev/null; then
-                log "  no result after ${limit_s} s: thread stacks to $ERRLOG"
-                gdb -p "$pid" -batch -ex "thread apply all bt 8" >>"$ERRLOG" 2>&1 || true
-            fi
-            kill -9 "$pid" 2>/dev/null || true
-            break
-        fi
-        sleep 1
-    done
-    wait "$pid" || rc=$?
-    local line
-    line=$(cat "$stdout")
-    rm -f "$stdout"
-    if ((hung)); then
-        FAILURES+=("HANG (no result after ${limit_s} s): $(printf '%q ' "${cmd[@]}")")
-        log "  hung, killed"
-        return
-    fi
-    if ((rc != 0)) || [[ $line != \{* ]]; then
-        FAILURES+=("FAILED (exit $rc, see $ERRLOG): $(printf '%q ' "${cmd[@]}")")
-        log "  failed with exit status $rc"
-        return
-    fi
-    LINE=$line
-    printf '{"case":"%s","setting":"%s","rep":%d,%s\n' "$case_name" "$setting" "$rep" "${line#\{}" >>"$OUT"
+    limit_s=$(hang_limit_s "$seconds" 2 "$ROWS" 2)
+    run_json "$case_name" "$setting" "$rep" "$limit_s" "$BIN" bench trx --json --dir "$BENCH_DIR" \
+        --rows "$ROWS" --threads "$THREADS" --seconds "$seconds" --timeseries "$csv" "$@"
 }
 
-log "building"
-cargo build --release -p millrace >&2
-
-log "results: $OUT"
+start_figures trx
+SEED002_CSV="$RESULTS/seed002-$STAMP.csv"
 
 for rep in $(seq "$RUNS"); do
     run_one a update_index "$rep" --workload update_index --level 1
@@ -130,38 +80,11 @@ RUN_SECONDS=$((3 * S)) CSV=$SEED002_CSV run_one d seed002 1 --workload update_in
     --set-level-at "$S:2" --set-level-at "$((2 * S)):1" --no-baseline
 
 if [[ -s $OUT ]]; then
-    python3 - "$OUT" "$ROWS" "$THREADS" "$SECONDS_PER_RUN" "$QUOTA_MB" "$SEED002_CSV" <<'EOF'
-import csv, json, os, statistics, sys
+    figures_py "$OUT" "$ROWS" "$THREADS" "$SECONDS_PER_RUN" "$QUOTA_MB" "$SEED002_CSV" <<'EOF'
+import csv, os
 
 out, rows_n, threads, seconds, quota_mb, seed_csv = sys.argv[1:7]
 seconds = float(seconds)
-runs = {}
-with open(out) as f:
-    for line in f:
-        r = json.loads(line)
-        runs.setdefault((r["case"], r["setting"]), []).append(r)
-
-def median(case, setting, key):
-    values = [r[key] for r in runs.get((case, setting), []) if r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-def fmt(v):
-    if v is None:
-        return "n/a"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
-    return f"{v:.0f}"
-
-def ratio_of(a, b):
-    return a / b if a is not None and b else None
-
-rows = []
-
-def row(case, setting, key, value, comparison="", ratio=None, has_ratio=True):
-    ratio_cell = "n/a" if ratio is None else f"{ratio:.3g}x"
-    value_cell = value if isinstance(value, str) else f"{key} = {fmt(value)}"
-    rows.append((case, setting, value_cell, comparison,
-                 ratio_cell if comparison and has_ratio else ""))
 
 for workload in ("update_index", "insert"):
     label = f"{workload}, level 1"
@@ -196,10 +119,7 @@ print()
 print(f"rows={rows_n} threads={threads} seconds={fmt(seconds)}; medians of {n} runs per "
       f"setting; raw lines in {out}, time series next to them")
 print()
-print("| case | setting | median value | comparison | ratio |")
-print("|---|---|---|---|---|")
-for r in rows:
-    print("| " + " | ".join(r) + " |")
+print_table("case", "setting", "median value", "comparison", "ratio")
 
 print()
 if not os.path.exists(seed_csv) or ("d", "seed002") not in runs:
@@ -236,9 +156,4 @@ for i, phase in enumerate(phases):
 EOF
 fi
 
-if ((${#FAILURES[@]} > 0)); then
-    log ""
-    log "runs that did not finish:"
-    for f in "${FAILURES[@]}"; do log "  $f"; done
-    exit 1
-fi
+report_failures
