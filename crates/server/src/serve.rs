@@ -40,6 +40,16 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 
+/// Prints a status line on stdout. A server outlives whoever reads its
+/// output (a closed pipe, a terminal gone): a failed write is ignored, where
+/// `println!` would panic and take the server down mid-shutdown.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// How long shutdown waits for connections to finish their current command.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// A client must authenticate within this long (MySQL's connect_timeout).
@@ -130,7 +140,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         }
     };
     if let Some(f) = &settings.config_file {
-        println!("settings from {}", f.display());
+        say!("settings from {}", f.display());
     }
 
     let t0 = Instant::now();
@@ -142,7 +152,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("opening {}: {e}", dir.display()))?;
     let sql = millrace_sql::Server::open(engine.clone())
         .map_err(|e| format!("opening the catalog in {}: {}", dir.display(), e.message))?;
-    println!(
+    say!(
         "millrace {}: data directory {} open in {:.1} s; {}",
         env!("CARGO_PKG_VERSION"),
         dir.display(),
@@ -170,7 +180,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let stopped = engine.shutdown().map_err(|e| format!("shutting down: {e}"));
     served?;
     stopped?;
-    println!("millrace stopped");
+    say!("millrace stopped");
     Ok(())
 }
 
@@ -238,7 +248,7 @@ async fn serve(
     });
 
     let pw = if password.is_empty() { "" } else { " -p" };
-    println!(
+    say!(
         "listening on {local}; connect with: mariadb -h{} -P{} -uroot{pw}",
         local.ip(),
         local.port()
@@ -246,11 +256,11 @@ async fn serve(
     tokio::spawn(accept_loop(Listener::Tcp(tcp), shared.clone()));
     if let Some(listener) = metrics {
         let at = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("metrics at http://{at}/metrics");
+        say!("metrics at http://{at}/metrics");
         tokio::spawn(crate::metrics_http::serve(listener, registry));
     }
     if let (Some(listener), Some(path)) = (unix, &args.socket) {
-        println!(
+        say!(
             "listening on {}; connect with: mariadb --socket={} -uroot{pw}",
             path.display(),
             path.display()
@@ -259,7 +269,7 @@ async fn serve(
     }
 
     signals.wait().await;
-    println!("stopping: no new connections, waiting for running commands");
+    say!("stopping: no new connections, waiting for running commands");
     let _ = shutdown_tx.send(true);
     drop(shared);
     if tokio::time::timeout(DRAIN_TIMEOUT, all_gone.recv())
