@@ -708,7 +708,7 @@ async fn write_outcome<W: AsyncWrite + Send + Unpin>(
         }
         Err(e) => {
             results
-                .error(ErrorKind::from(e.code), e.message.as_bytes())
+                .error(ErrorKind::from(e.code.number()), e.message.as_bytes())
                 .await
         }
         Ok(Output::Rows { columns, rows }) => {
@@ -834,7 +834,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 info.reply(id, &params, &columns).await
             }
             Err(e) => {
-                info.error(ErrorKind::from(e.code), e.message.as_bytes())
+                info.error(ErrorKind::from(e.code.number()), e.message.as_bytes())
                     .await
             }
         }
@@ -889,7 +889,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         match self.session()?.init_db(db) {
             Err(e) => {
                 writer
-                    .error(ErrorKind::from(e.code), e.message.as_bytes())
+                    .error(ErrorKind::from(e.code.number()), e.message.as_bytes())
                     .await
             }
             Ok(_) => writer.ok().await,

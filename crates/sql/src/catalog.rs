@@ -16,6 +16,7 @@
 //! catalog row names, which `Catalog::open` drops. DROP TABLE commits the
 //! deletion of the catalog row first and drops the engine tables after.
 
+use millrace_errcode::{ER_GET_ERRNO, ER_LOCK_WAIT_TIMEOUT, ER_TABLE_CORRUPT};
 use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
 use millrace_io::bytes::ByteReader;
@@ -365,7 +366,7 @@ impl Mdl {
 
 fn mdl_timeout() -> SqlError {
     SqlError::new(
-        1205,
+        ER_LOCK_WAIT_TIMEOUT,
         "Lock wait timeout exceeded; try restarting transaction (metadata lock)",
     )
 }
@@ -438,14 +439,14 @@ impl Catalog {
             Some(m) if m.len() == MARKER.len() + 1 && m.starts_with(MARKER) => {
                 if m[MARKER.len()] != CATALOG_VERSION {
                     return Err(SqlError::new(
-                        1030,
+                        ER_GET_ERRNO,
                         format!("catalog version {} is not supported", m[MARKER.len()]),
                     ));
                 }
             }
             _ => {
                 return Err(SqlError::new(
-                    1030,
+                    ER_GET_ERRNO,
                     "this data directory holds engine tables but no SQL catalog \
                      (was it made by `millrace bench`?)",
                 ))
@@ -467,7 +468,7 @@ impl Catalog {
                 databases.insert(String::from_utf8_lossy(db).into_owned());
             } else if k.starts_with(b"T\0") {
                 let s = TableSchema::decode(&v)
-                    .map_err(|e| SqlError::new(1877, format!("catalog row damaged: {e}")))?;
+                    .map_err(|e| SqlError::new(ER_TABLE_CORRUPT, format!("catalog row damaged: {e}")))?;
                 tables.insert(
                     (s.db.clone(), s.name.clone()),
                     Arc::new(TableEntry {

@@ -2,6 +2,7 @@
 //! statement parameters, evaluated against one row. Booleans are integers
 //! 1/0, unknown is NULL (three-valued logic, as in MySQL).
 
+use millrace_errcode::{ER_DATA_OUT_OF_RANGE, ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT};
 use crate::types::{ColumnType, Value};
 use crate::SqlError;
 use std::cmp::Ordering;
@@ -165,7 +166,7 @@ pub fn compare_values(a: &Value, b: &Value) -> Ordering {
 }
 
 fn overflow(what: &str) -> SqlError {
-    SqlError::new(1690, format!("BIGINT value is out of range in '{what}'"))
+    SqlError::new(ER_DATA_OUT_OF_RANGE, format!("BIGINT value is out of range in '{what}'"))
 }
 
 fn arith(op: BinOp, a: &Value, b: &Value) -> Result<Value, SqlError> {
@@ -234,7 +235,7 @@ fn arith(op: BinOp, a: &Value, b: &Value) -> Result<Value, SqlError> {
     if r.is_finite() {
         Ok(Value::Double(r))
     } else {
-        Err(SqlError::new(1690, "DOUBLE value is out of range"))
+        Err(SqlError::new(ER_DATA_OUT_OF_RANGE, "DOUBLE value is out of range"))
     }
 }
 
@@ -499,7 +500,7 @@ fn call(f: Func, mut a: Vec<Value>) -> Result<Value, SqlError> {
             Ok(())
         } else {
             Err(SqlError::new(
-                1582,
+                ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
                 format!("Incorrect parameter count in the call to {f:?}"),
             ))
         }

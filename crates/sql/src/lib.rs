@@ -32,6 +32,8 @@ pub mod vtab;
 
 use std::fmt;
 
+pub use millrace_errcode::ErrorCode;
+
 pub use keycode::{decode_key, decode_key_prefix, encode_key, try_encode_key};
 pub use row::{
     decode_column, decode_row, decode_row_external, encode_row, encode_row_external, ExternalRef,
@@ -44,12 +46,12 @@ pub use types::{compare, ColumnType, DateTime, Value, ValueError};
 /// SQLSTATE MySQL uses for it) and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlError {
-    pub code: u16,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl SqlError {
-    pub fn new(code: u16, message: impl Into<String>) -> SqlError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> SqlError {
         SqlError {
             code,
             message: message.into(),

@@ -5,6 +5,7 @@
 //! literal). Plans hold no values of a particular execution, so one plan
 //! serves every execution of a prepared statement or of a statement shape.
 
+use millrace_errcode::{ER_BAD_FIELD_ERROR, ER_FIELD_SPECIFIED_TWICE, ER_INVALID_GROUP_FUNC_USE, ER_MIX_OF_GROUP_FUNC_AND_FIELDS, ER_NOT_SUPPORTED_YET, ER_NO_DB_ERROR, ER_NO_SUCH_TABLE, ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_SYSTEM_VARIABLE, ER_WRONG_VALUE_COUNT_ON_ROW};
 use crate::catalog::{Catalog, TableEntry};
 use crate::expr::{BinOp, Expr, Func};
 use crate::types::{ColumnType, Value};
@@ -181,22 +182,22 @@ impl Plan {
 }
 
 pub fn err_parse(msg: impl std::fmt::Display) -> SqlError {
-    SqlError::new(1064, format!("You have an error in your SQL syntax: {msg}"))
+    SqlError::new(ER_PARSE_ERROR, format!("You have an error in your SQL syntax: {msg}"))
 }
 
 pub fn unsupported(what: impl std::fmt::Display) -> SqlError {
     SqlError::new(
-        1235,
+        ER_NOT_SUPPORTED_YET,
         format!("This version of millrace doesn't yet support '{what}'"),
     )
 }
 
 pub fn no_table(db: &str, name: &str) -> SqlError {
-    SqlError::new(1146, format!("Table '{db}.{name}' doesn't exist"))
+    SqlError::new(ER_NO_SUCH_TABLE, format!("Table '{db}.{name}' doesn't exist"))
 }
 
 fn unknown_column(name: &str, clause: &str) -> SqlError {
-    SqlError::new(1054, format!("Unknown column '{name}' in '{clause}'"))
+    SqlError::new(ER_BAD_FIELD_ERROR, format!("Unknown column '{name}' in '{clause}'"))
 }
 
 /// `db.name` or `name` (in the session's database).
@@ -215,7 +216,7 @@ pub fn object_name(
     match parts.as_slice() {
         [t] => match session.database() {
             Some(db) => Ok((db.to_string(), t.clone())),
-            None => Err(SqlError::new(1046, "No database selected")),
+            None => Err(SqlError::new(ER_NO_DB_ERROR, "No database selected")),
         },
         [d, t] => Ok((d.clone(), t.clone())),
         _ => Err(unsupported(name)),
@@ -432,7 +433,7 @@ impl<'a> Planner<'a> {
                     .ok_or_else(|| unknown_column(&c.value, "field list"))?;
                 if targets[pos].is_some() {
                     return Err(SqlError::new(
-                        1110,
+                        ER_FIELD_SPECIFIED_TWICE,
                         format!("Column '{}' specified twice", c.value),
                     ));
                 }
@@ -455,7 +456,7 @@ impl<'a> Planner<'a> {
         for (n, row) in values.rows.iter().enumerate() {
             if row.len() != width {
                 return Err(SqlError::new(
-                    1136,
+                    ER_WRONG_VALUE_COUNT_ON_ROW,
                     format!("Column count doesn't match value count at row {}", n + 1),
                 ));
             }
@@ -693,7 +694,7 @@ impl<'a> Planner<'a> {
         };
         if !aggregates.is_empty() && items.iter().any(uses_column) {
             return Err(SqlError::new(
-                1140,
+                ER_MIX_OF_GROUP_FUNC_AND_FIELDS,
                 "In aggregated query without GROUP BY, a nonaggregated column is \
                  not allowed (only_full_group_by)",
             ));
@@ -823,7 +824,7 @@ impl<'a> Planner<'a> {
                         .variable(&var)
                         .map(Expr::Literal)
                         .ok_or_else(|| {
-                            SqlError::new(1193, format!("Unknown system variable '{var}'"))
+                            SqlError::new(ER_UNKNOWN_SYSTEM_VARIABLE, format!("Unknown system variable '{var}'"))
                         });
                 }
                 if id.quote_style == Some('"') || id.quote_style == Some('\'') {
@@ -945,7 +946,7 @@ impl<'a> Planner<'a> {
                     "floor" => Func::Floor,
                     "ceil" | "ceiling" => Func::Ceil,
                     "count" | "sum" | "avg" | "min" | "max" => {
-                        return Err(SqlError::new(1111, "Invalid use of group function"))
+                        return Err(SqlError::new(ER_INVALID_GROUP_FUNC_USE, "Invalid use of group function"))
                     }
                     _ => {
                         if args.is_empty() {
@@ -955,7 +956,7 @@ impl<'a> Planner<'a> {
                             }
                         }
                         return Err(SqlError::new(
-                            1305,
+                            ER_SP_DOES_NOT_EXIST,
                             format!("FUNCTION {name} does not exist"),
                         ));
                     }

@@ -8,6 +8,7 @@
 //! (statement savepoint); a deadlock rolls the whole transaction back.
 //! Tables used by a transaction hold a shared metadata lock until it ends.
 
+use millrace_errcode::{ER_AUTOINC_READ_FAILED, ER_BAD_DB_ERROR, ER_BAD_NULL_ERROR, ER_BAD_TABLE_ERROR, ER_DATA_OUT_OF_RANGE, ER_DB_CREATE_EXISTS, ER_DB_DROP_EXISTS, ER_DUP_ENTRY, ER_DUP_FIELDNAME, ER_DUP_KEYNAME, ER_EMPTY_QUERY, ER_GLOBAL_VARIABLE, ER_INCORRECT_GLOBAL_LOCAL_VAR, ER_INVALID_DEFAULT, ER_KEY_COLUMN_DOES_NOT_EXITS, ER_LOCK_DEADLOCK, ER_MULTIPLE_PRI_KEY, ER_NEED_REPREPARE, ER_NO_DB_ERROR, ER_NO_DEFAULT_FOR_FIELD, ER_QUERY_INTERRUPTED, ER_TABLE_CORRUPT, ER_TABLE_DEF_CHANGED, ER_TABLE_EXISTS_ERROR, ER_TABLE_MUST_HAVE_COLUMNS, ER_TOO_LONG_KEY, ER_TOO_MANY_KEYS, ER_UNKNOWN_STMT_HANDLER, ER_UNKNOWN_SYSTEM_VARIABLE, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ER_WRONG_AUTO_KEY, ER_WRONG_FIELD_SPEC, ER_WRONG_TABLE_NAME, ER_WRONG_TYPE_FOR_VAR, ER_WRONG_VALUE_FOR_VAR};
 use crate::catalog::{Catalog, ColumnSchema, IndexSchema, TableEntry, TableSchema};
 use crate::expr::{compare_values, truth, Ctx, Expr};
 use crate::plan::{
@@ -156,13 +157,13 @@ fn engine_err(e: TrxError) -> SqlError {
 }
 
 fn corrupt(e: impl std::fmt::Display) -> SqlError {
-    SqlError::new(1877, format!("row data damaged: {e}"))
+    SqlError::new(ER_TABLE_CORRUPT, format!("row data damaged: {e}"))
 }
 
 fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(plan::err_parse)?;
     match stmts.len() {
-        0 => Err(SqlError::new(1065, "Query was empty")),
+        0 => Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty")),
         1 => Ok(stmts.pop().expect("one")),
         _ => Err(unsupported("several statements in one query")),
     }
@@ -362,7 +363,7 @@ fn dup_entry(s: &TableSchema, cols: &[usize], row: &[Value], key: &str) -> SqlEr
         })
         .collect();
     SqlError::new(
-        1062,
+        ER_DUP_ENTRY,
         format!(
             "Duplicate entry '{}' for key '{}.{key}'",
             shown.join("-"),
@@ -496,7 +497,7 @@ impl Global {
             Value::UInt(u) => *u,
             _ => {
                 return Err(SqlError::new(
-                    1232,
+                    ER_WRONG_TYPE_FOR_VAR,
                     format!("Incorrect argument type to variable '{name}'"),
                 ))
             }
@@ -512,7 +513,7 @@ impl Global {
                     .and_then(millrace_redo::Durability::from_level)
                     .ok_or_else(|| {
                         SqlError::new(
-                            1231,
+                            ER_WRONG_VALUE_FOR_VAR,
                             format!("Variable '{name}' can't be set to the value of '{n}'"),
                         )
                     })?;
@@ -520,7 +521,7 @@ impl Global {
             }
             _ => {
                 return Err(SqlError::new(
-                    1238,
+                    ER_INCORRECT_GLOBAL_LOCAL_VAR,
                     format!("Variable '{name}' is a read only variable"),
                 ))
             }
@@ -641,7 +642,7 @@ fn index_columns(s: &TableSchema, cols: &[ast::IndexColumn]) -> Result<Vec<usize
                 other => return Err(unsupported(format!("index on {other}"))),
             };
             s.column(&name).ok_or_else(|| {
-                SqlError::new(1072, format!("Key column '{name}' doesn't exist in table"))
+                SqlError::new(ER_KEY_COLUMN_DOES_NOT_EXITS, format!("Key column '{name}' doesn't exist in table"))
             })
         })
         .collect()
@@ -776,7 +777,7 @@ impl Session {
             && !db.eq_ignore_ascii_case("information_schema")
             && !db.eq_ignore_ascii_case("performance_schema")
         {
-            return Err(SqlError::new(1049, format!("Unknown database '{db}'")));
+            return Err(SqlError::new(ER_BAD_DB_ERROR, format!("Unknown database '{db}'")));
         }
         self.database = Some(db.to_string());
         Ok(Output::ok())
@@ -786,7 +787,7 @@ impl Session {
     pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
         let sql = sql.trim().trim_end_matches(';').trim_end();
         if sql.is_empty() {
-            return Err(SqlError::new(1065, "Query was empty"));
+            return Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty"));
         }
         if let Some((shape, literals)) = crate::shape::shape(sql) {
             let key = format!("{}\0{shape}", self.database.as_deref().unwrap_or(""));
@@ -827,7 +828,7 @@ impl Session {
             None => {
                 if count_placeholders(sql) > 0 {
                     return Err(SqlError::new(
-                        1295,
+                        ER_UNSUPPORTED_PS,
                         "This command is not supported in the prepared statement protocol yet",
                     ));
                 }
@@ -852,13 +853,13 @@ impl Session {
     pub fn execute(&mut self, id: u32, params: Vec<Value>) -> Result<Output, SqlError> {
         let Some(p) = self.prepared.get(&id) else {
             return Err(SqlError::new(
-                1243,
+                ER_UNKNOWN_STMT_HANDLER,
                 format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
             ));
         };
         if params.len() != p.params {
             return Err(SqlError::new(
-                1210,
+                ER_WRONG_ARGUMENTS,
                 "Incorrect arguments to mysqld_stmt_execute",
             ));
         }
@@ -887,7 +888,7 @@ impl Session {
                 }
             }
             return Err(SqlError::new(
-                1615,
+                ER_NEED_REPREPARE,
                 "Prepared statement needs to be re-prepared",
             ));
         }
@@ -912,7 +913,7 @@ impl Session {
             return self.other(stmt);
         }
         Err(SqlError::new(
-            1412,
+            ER_TABLE_DEF_CHANGED,
             "Table definition has changed, please retry transaction",
         ))
     }
@@ -969,7 +970,7 @@ impl Session {
                 Ok(Some(out))
             }
             Err(e) => {
-                if e.code == 1213 || e.code == 1317 || !self.explicit {
+                if e.code == ER_LOCK_DEADLOCK || e.code == ER_QUERY_INTERRUPTED || !self.explicit {
                     // A deadlock (or the engine's rollback) ended the whole
                     // transaction; without one open, the statement's own
                     // transaction is rolled back.
@@ -1155,7 +1156,7 @@ impl Session {
             Some(e) => match e.eval_const(params)? {
                 Value::Int(i) if i >= 0 => Ok(Some(i as usize)),
                 Value::UInt(u) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
-                _ => Err(SqlError::new(1210, "Incorrect arguments to LIMIT")),
+                _ => Err(SqlError::new(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT")),
             },
         }
     }
@@ -1343,7 +1344,7 @@ impl Session {
                         None if col.nullable || col.auto_increment => Value::Null,
                         None => {
                             return Err(SqlError::new(
-                                1364,
+                                ER_NO_DEFAULT_FOR_FIELD,
                                 format!("Field '{}' doesn't have a default value", col.name),
                             ))
                         }
@@ -1368,7 +1369,7 @@ impl Session {
                 if is_generated {
                     row[a] = coerce_col(&s.columns[a], Value::UInt(id), n + 1).map_err(|_| {
                         SqlError::new(
-                            1467,
+                            ER_AUTOINC_READ_FAILED,
                             "Failed to read auto-increment value from storage engine",
                         )
                     })?;
@@ -1378,7 +1379,7 @@ impl Session {
             for (c, col) in s.columns.iter().enumerate() {
                 if row[c].is_null() && !col.nullable {
                     return Err(SqlError::new(
-                        1048,
+                        ER_BAD_NULL_ERROR,
                         format!("Column '{}' cannot be null", col.name),
                     ));
                 }
@@ -1465,7 +1466,7 @@ impl Session {
                 let v = coerce_col(col, v, matched)?;
                 if v.is_null() && !col.nullable {
                     return Err(SqlError::new(
-                        1048,
+                        ER_BAD_NULL_ERROR,
                         format!("Column '{}' cannot be null", col.name),
                     ));
                 }
@@ -1640,7 +1641,7 @@ impl Session {
                     _ => self
                         .database
                         .clone()
-                        .ok_or_else(|| SqlError::new(1046, "No database selected"))?,
+                        .ok_or_else(|| SqlError::new(ER_NO_DB_ERROR, "No database selected"))?,
                 };
                 let pattern = match &show_options.filter_position {
                     Some(
@@ -1684,7 +1685,7 @@ impl Session {
                         return Ok(Output::ok());
                     }
                     return Err(SqlError::new(
-                        1007,
+                        ER_DB_CREATE_EXISTS,
                         format!("Can't create database '{db}'; database exists"),
                     ));
                 }
@@ -1871,7 +1872,7 @@ impl Session {
         if let Some((_, g)) = GLOBALS.iter().find(|(n, _)| *n == name) {
             if !global && matches!(g, Global::Setting(..) | Global::Durability) {
                 return Err(SqlError::new(
-                    1229,
+                    ER_GLOBAL_VARIABLE,
                     format!(
                         "Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"
                     ),
@@ -1898,7 +1899,7 @@ impl Session {
                 "0" | "off" | "false" => self.autocommit = false,
                 _ => {
                     return Err(SqlError::new(
-                        1231,
+                        ER_WRONG_VALUE_FOR_VAR,
                         format!("Variable 'autocommit' can't be set to the value of '{word}'"),
                     ))
                 }
@@ -1940,7 +1941,7 @@ impl Session {
                     );
                 if !known {
                     return Err(SqlError::new(
-                        1193,
+                        ER_UNKNOWN_SYSTEM_VARIABLE,
                         format!("Unknown system variable '{name}'"),
                     ));
                 }
@@ -1957,7 +1958,7 @@ impl Session {
                 return Ok(Output::ok());
             }
             return Err(SqlError::new(
-                1008,
+                ER_DB_DROP_EXISTS,
                 format!("Can't drop database '{db}'; database doesn't exist"),
             ));
         }
@@ -2005,7 +2006,7 @@ impl Session {
         }
         if !missing.is_empty() && !if_exists {
             return Err(SqlError::new(
-                1051,
+                ER_BAD_TABLE_ERROR,
                 format!("Unknown table '{}'", missing.join(",")),
             ));
         }
@@ -2019,11 +2020,11 @@ impl Session {
         let (db, name) = object_name(&ct.name, self)?;
         let cat = &self.server.catalog;
         if !cat.has_database(&db) {
-            return Err(SqlError::new(1049, format!("Unknown database '{db}'")));
+            return Err(SqlError::new(ER_BAD_DB_ERROR, format!("Unknown database '{db}'")));
         }
         if name.is_empty() || name.len() > 64 {
             return Err(SqlError::new(
-                1103,
+                ER_WRONG_TABLE_NAME,
                 format!("Incorrect table name '{name}'"),
             ));
         }
@@ -2040,7 +2041,7 @@ impl Session {
         for c in &ct.columns {
             if s.column(&c.name.value).is_some() {
                 return Err(SqlError::new(
-                    1060,
+                    ER_DUP_FIELDNAME,
                     format!("Duplicate column name '{}'", c.name.value),
                 ));
             }
@@ -2092,13 +2093,13 @@ impl Session {
                 if v.is_null() {
                     if !col.nullable {
                         return Err(SqlError::new(
-                            1067,
+                            ER_INVALID_DEFAULT,
                             format!("Invalid default value for '{}'", col.name),
                         ));
                     }
                 } else {
                     col.default = Some(v.coerce(&ty).map_err(|_| {
-                        SqlError::new(1067, format!("Invalid default value for '{}'", col.name))
+                        SqlError::new(ER_INVALID_DEFAULT, format!("Invalid default value for '{}'", col.name))
                     })?);
                 }
             }
@@ -2112,14 +2113,14 @@ impl Session {
                 )
             {
                 return Err(SqlError::new(
-                    1063,
+                    ER_WRONG_FIELD_SPEC,
                     format!("Incorrect column specifier for column '{}'", col.name),
                 ));
             }
             s.columns.push(col);
         }
         if s.columns.is_empty() {
-            return Err(SqlError::new(1113, "A table must have at least 1 column"));
+            return Err(SqlError::new(ER_TABLE_MUST_HAVE_COLUMNS, "A table must have at least 1 column"));
         }
         for c in &ct.constraints {
             match c {
@@ -2153,7 +2154,7 @@ impl Session {
             let cols = index_columns(&s, &cols)?;
             if primary {
                 if !s.primary_key.is_empty() {
-                    return Err(SqlError::new(1068, "Multiple primary key defined"));
+                    return Err(SqlError::new(ER_MULTIPLE_PRI_KEY, "Multiple primary key defined"));
                 }
                 for &c in &cols {
                     s.columns[c].nullable = false;
@@ -2168,7 +2169,7 @@ impl Session {
                 s.primary_key.first() == Some(&a) || s.indexes.iter().any(|i| i.columns[0] == a);
             if !keyed || s.columns.iter().filter(|c| c.auto_increment).count() > 1 {
                 return Err(SqlError::new(
-                    1075,
+                    ER_WRONG_AUTO_KEY,
                     "Incorrect table definition; there can be only one auto column and it \
                      must be defined as a key",
                 ));
@@ -2181,7 +2182,7 @@ impl Session {
                 return Ok(Output::ok());
             }
             return Err(SqlError::new(
-                1050,
+                ER_TABLE_EXISTS_ERROR,
                 format!("Table '{name}' already exists"),
             ));
         }
@@ -2368,11 +2369,11 @@ fn add_index(
         n
     });
     if s.indexes.iter().any(|x| x.name.eq_ignore_ascii_case(&name)) {
-        return Err(SqlError::new(1061, format!("Duplicate key name '{name}'")));
+        return Err(SqlError::new(ER_DUP_KEYNAME, format!("Duplicate key name '{name}'")));
     }
     if s.indexes.len() >= 32 {
         return Err(SqlError::new(
-            1069,
+            ER_TOO_MANY_KEYS,
             "Too many keys specified; max 32 keys allowed",
         ));
     }
@@ -2407,7 +2408,7 @@ fn check_key_sizes(s: &TableSchema, page_size: usize) -> Result<(), SqlError> {
     };
     let too_long = |n: usize| {
         SqlError::new(
-            1071,
+            ER_TOO_LONG_KEY,
             format!("Specified key was too long; max key length is {limit} bytes (needed {n})"),
         )
     };
@@ -2579,10 +2580,10 @@ fn sum_avg(kind: AggKind, vals: &[Value]) -> Result<Value, SqlError> {
         let scaled = 10i128
             .checked_pow(u32::from(scale - s))
             .and_then(|m| u.checked_mul(m))
-            .ok_or_else(|| SqlError::new(1690, "DECIMAL value is out of range in 'sum'"))?;
+            .ok_or_else(|| SqlError::new(ER_DATA_OUT_OF_RANGE, "DECIMAL value is out of range in 'sum'"))?;
         sum = sum
             .checked_add(scaled)
-            .ok_or_else(|| SqlError::new(1690, "DECIMAL value is out of range in 'sum'"))?;
+            .ok_or_else(|| SqlError::new(ER_DATA_OUT_OF_RANGE, "DECIMAL value is out of range in 'sum'"))?;
     }
     Ok(Value::Decimal {
         unscaled: sum,

@@ -30,6 +30,7 @@
 //! possible row is over the inline limit and that have a column whose values
 //! can reach [`MIN_OUT_OF_LINE`] bytes; the others never hold a pointer.
 
+use millrace_errcode::{ER_TABLE_CORRUPT, ER_TOO_BIG_ROWSIZE};
 use crate::catalog::TableSchema;
 use crate::row::{max_encoded_bytes, max_value_bytes, ExternalRef, EXTERNAL_REF_BYTES};
 use crate::types::{scalar, ColumnType, Value};
@@ -121,7 +122,7 @@ fn chunk_key(id: u64, n: u32) -> [u8; 12] {
 
 fn damaged(r: &ExternalRef, what: impl std::fmt::Display) -> SqlError {
     SqlError::new(
-        1877,
+        ER_TABLE_CORRUPT,
         format!("row data damaged: out-of-line value {}: {what}", r.id),
     )
 }
@@ -157,10 +158,10 @@ pub(crate) fn next_value_id(
                     .filter(|_| k.len() == 12)
                     .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
                     .ok_or_else(|| {
-                        SqlError::new(1877, "row data damaged: a toast table key is not 12 bytes")
+                        SqlError::new(ER_TABLE_CORRUPT, "row data damaged: a toast table key is not 12 bytes")
                     })?;
                 id.checked_add(1)
-                    .ok_or_else(|| SqlError::new(1877, "toast value ids exhausted"))?
+                    .ok_or_else(|| SqlError::new(ER_TABLE_CORRUPT, "toast value ids exhausted"))?
             }
         };
         // Another session may have loaded it meanwhile: either start is
@@ -169,7 +170,7 @@ pub(crate) fn next_value_id(
     }
     let id = counter.fetch_add(1, Ordering::SeqCst);
     if id == 0 || id == u64::MAX {
-        return Err(SqlError::new(1877, "toast value ids exhausted"));
+        return Err(SqlError::new(ER_TABLE_CORRUPT, "toast value ids exhausted"));
     }
     Ok(id)
 }
@@ -188,7 +189,7 @@ pub(crate) fn write(
     let len = u32::try_from(bytes.len())
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| SqlError::new(1118, "value too long to store out of line"))?;
+        .ok_or_else(|| SqlError::new(ER_TOO_BIG_ROWSIZE, "value too long to store out of line"))?;
     let r = ExternalRef {
         id,
         len,

@@ -18,6 +18,7 @@
 //!   (1292), as in MySQL's default strict mode.
 //! - Rounding to an integer or a decimal scale is half away from zero.
 
+use millrace_errcode::{self as errcode, ErrorCode};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -153,25 +154,25 @@ pub enum ValueError {
 }
 
 impl ValueError {
-    pub fn mysql_code(&self) -> u16 {
+    pub fn mysql_code(&self) -> ErrorCode {
         match self {
-            ValueError::OutOfRange { .. } => 1264,
-            ValueError::TooLong { .. } => 1406,
+            ValueError::OutOfRange { .. } => errcode::ER_WARN_DATA_OUT_OF_RANGE,
+            ValueError::TooLong { .. } => errcode::ER_DATA_TOO_LONG,
             ValueError::Invalid { target, .. } => {
                 if target.is_temporal() {
-                    1292
+                    errcode::ER_TRUNCATED_WRONG_VALUE
                 } else {
-                    1366
+                    errcode::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
                 }
             }
             ValueError::BadColumnType { target } => match *target {
-                ColumnType::Decimal { scale, .. } if scale > MAX_DECIMAL_SCALE => 1425,
+                ColumnType::Decimal { scale, .. } if scale > MAX_DECIMAL_SCALE => errcode::ER_TOO_BIG_SCALE,
                 ColumnType::Decimal {
                     precision, scale, ..
                 } if scale > precision && precision != 0 && precision <= MAX_DECIMAL_PRECISION => {
-                    1427
+                    errcode::ER_M_BIGGER_THAN_D
                 }
-                _ => 1426,
+                _ => errcode::ER_TOO_BIG_PRECISION,
             },
         }
     }

@@ -71,6 +71,7 @@ pub use catalog::{encode_segments, split_segments, SecondaryDef, TableDef, SEGME
 pub use engine::{Engine, KillReason, RuntimeSettings, Trx};
 pub use lock::LockMode;
 
+use millrace_errcode::{self as errcode, ErrorCode};
 use millrace_buf::StoreConfig;
 use std::fmt;
 
@@ -180,18 +181,18 @@ pub enum TrxError {
 
 impl TrxError {
     /// The MySQL error code a server reports for this error.
-    pub fn mysql_code(&self) -> u16 {
+    pub fn mysql_code(&self) -> ErrorCode {
         match self {
-            Self::Duplicate => 1062,
-            Self::LockWaitTimeout => 1205,
-            Self::Deadlock => 1213,
-            Self::RolledBack(_) => 1317,
-            Self::NoSuchTable(_) => 1146,
-            Self::TooManyTransactions(_) => 1637,
-            Self::TooLarge(_) => 1118,
-            Self::Full(_) => 1114,
-            Self::Corrupt(_) => 1877,
-            Self::Storage(_) => 1030,
+            Self::Duplicate => errcode::ER_DUP_ENTRY,
+            Self::LockWaitTimeout => errcode::ER_LOCK_WAIT_TIMEOUT,
+            Self::Deadlock => errcode::ER_LOCK_DEADLOCK,
+            Self::RolledBack(_) => errcode::ER_QUERY_INTERRUPTED,
+            Self::NoSuchTable(_) => errcode::ER_NO_SUCH_TABLE,
+            Self::TooManyTransactions(_) => errcode::ER_TOO_MANY_CONCURRENT_TRXS,
+            Self::TooLarge(_) => errcode::ER_TOO_BIG_ROWSIZE,
+            Self::Full(_) => errcode::ER_RECORD_FILE_FULL,
+            Self::Corrupt(_) => errcode::ER_TABLE_CORRUPT,
+            Self::Storage(_) => errcode::ER_GET_ERRNO,
         }
     }
 }

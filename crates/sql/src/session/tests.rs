@@ -64,7 +64,7 @@ fn ok(out: Result<Output, SqlError>) -> u64 {
 
 fn code(out: Result<Output, SqlError>) -> u16 {
     match out {
-        Err(e) => e.code,
+        Err(e) => e.code.number(),
         other => panic!("expected an error, got {other:?}"),
     }
 }
