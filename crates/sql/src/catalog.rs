@@ -16,9 +16,9 @@
 //! catalog row names, which `Catalog::open` drops. DROP TABLE commits the
 //! deletion of the catalog row first and drops the engine tables after.
 
-use millrace_errcode::{ER_GET_ERRNO, ER_LOCK_WAIT_TIMEOUT, ER_TABLE_CORRUPT};
 use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
+use millrace_errcode::{ER_GET_ERRNO, ER_LOCK_WAIT_TIMEOUT, ER_TABLE_CORRUPT};
 use millrace_io::bytes::ByteReader;
 use millrace_trx::{Engine, Isolation, Trx, TrxError, SEGMENT};
 use std::collections::{BTreeMap, BTreeSet};
@@ -467,8 +467,9 @@ impl Catalog {
             if let Some(db) = k.strip_prefix(b"D\0") {
                 databases.insert(String::from_utf8_lossy(db).into_owned());
             } else if k.starts_with(b"T\0") {
-                let s = TableSchema::decode(&v)
-                    .map_err(|e| SqlError::new(ER_TABLE_CORRUPT, format!("catalog row damaged: {e}")))?;
+                let s = TableSchema::decode(&v).map_err(|e| {
+                    SqlError::new(ER_TABLE_CORRUPT, format!("catalog row damaged: {e}"))
+                })?;
                 tables.insert(
                     (s.db.clone(), s.name.clone()),
                     Arc::new(TableEntry {

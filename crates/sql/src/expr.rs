@@ -2,9 +2,9 @@
 //! statement parameters, evaluated against one row. Booleans are integers
 //! 1/0, unknown is NULL (three-valued logic, as in MySQL).
 
-use millrace_errcode::{ER_DATA_OUT_OF_RANGE, ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT};
 use crate::types::{ColumnType, Value};
 use crate::SqlError;
+use millrace_errcode::{ER_DATA_OUT_OF_RANGE, ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT};
 use std::cmp::Ordering;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +166,10 @@ pub fn compare_values(a: &Value, b: &Value) -> Ordering {
 }
 
 fn overflow(what: &str) -> SqlError {
-    SqlError::new(ER_DATA_OUT_OF_RANGE, format!("BIGINT value is out of range in '{what}'"))
+    SqlError::new(
+        ER_DATA_OUT_OF_RANGE,
+        format!("BIGINT value is out of range in '{what}'"),
+    )
 }
 
 fn arith(op: BinOp, a: &Value, b: &Value) -> Result<Value, SqlError> {
@@ -235,7 +238,10 @@ fn arith(op: BinOp, a: &Value, b: &Value) -> Result<Value, SqlError> {
     if r.is_finite() {
         Ok(Value::Double(r))
     } else {
-        Err(SqlError::new(ER_DATA_OUT_OF_RANGE, "DOUBLE value is out of range"))
+        Err(SqlError::new(
+            ER_DATA_OUT_OF_RANGE,
+            "DOUBLE value is out of range",
+        ))
     }
 }
 

@@ -5,11 +5,15 @@
 //! literal). Plans hold no values of a particular execution, so one plan
 //! serves every execution of a prepared statement or of a statement shape.
 
-use millrace_errcode::{ER_BAD_FIELD_ERROR, ER_FIELD_SPECIFIED_TWICE, ER_INVALID_GROUP_FUNC_USE, ER_MIX_OF_GROUP_FUNC_AND_FIELDS, ER_NOT_SUPPORTED_YET, ER_NO_DB_ERROR, ER_NO_SUCH_TABLE, ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_SYSTEM_VARIABLE, ER_WRONG_VALUE_COUNT_ON_ROW};
 use crate::catalog::{Catalog, TableEntry};
 use crate::expr::{BinOp, Expr, Func};
 use crate::types::{ColumnType, Value};
 use crate::SqlError;
+use millrace_errcode::{
+    ER_BAD_FIELD_ERROR, ER_FIELD_SPECIFIED_TWICE, ER_INVALID_GROUP_FUNC_USE,
+    ER_MIX_OF_GROUP_FUNC_AND_FIELDS, ER_NOT_SUPPORTED_YET, ER_NO_DB_ERROR, ER_NO_SUCH_TABLE,
+    ER_PARSE_ERROR, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_SYSTEM_VARIABLE, ER_WRONG_VALUE_COUNT_ON_ROW,
+};
 use sqlparser::ast;
 use std::sync::Arc;
 
@@ -182,7 +186,10 @@ impl Plan {
 }
 
 pub fn err_parse(msg: impl std::fmt::Display) -> SqlError {
-    SqlError::new(ER_PARSE_ERROR, format!("You have an error in your SQL syntax: {msg}"))
+    SqlError::new(
+        ER_PARSE_ERROR,
+        format!("You have an error in your SQL syntax: {msg}"),
+    )
 }
 
 pub fn unsupported(what: impl std::fmt::Display) -> SqlError {
@@ -193,11 +200,17 @@ pub fn unsupported(what: impl std::fmt::Display) -> SqlError {
 }
 
 pub fn no_table(db: &str, name: &str) -> SqlError {
-    SqlError::new(ER_NO_SUCH_TABLE, format!("Table '{db}.{name}' doesn't exist"))
+    SqlError::new(
+        ER_NO_SUCH_TABLE,
+        format!("Table '{db}.{name}' doesn't exist"),
+    )
 }
 
 fn unknown_column(name: &str, clause: &str) -> SqlError {
-    SqlError::new(ER_BAD_FIELD_ERROR, format!("Unknown column '{name}' in '{clause}'"))
+    SqlError::new(
+        ER_BAD_FIELD_ERROR,
+        format!("Unknown column '{name}' in '{clause}'"),
+    )
 }
 
 /// `db.name` or `name` (in the session's database).
@@ -824,7 +837,10 @@ impl<'a> Planner<'a> {
                         .variable(&var)
                         .map(Expr::Literal)
                         .ok_or_else(|| {
-                            SqlError::new(ER_UNKNOWN_SYSTEM_VARIABLE, format!("Unknown system variable '{var}'"))
+                            SqlError::new(
+                                ER_UNKNOWN_SYSTEM_VARIABLE,
+                                format!("Unknown system variable '{var}'"),
+                            )
                         });
                 }
                 if id.quote_style == Some('"') || id.quote_style == Some('\'') {
@@ -946,7 +962,10 @@ impl<'a> Planner<'a> {
                     "floor" => Func::Floor,
                     "ceil" | "ceiling" => Func::Ceil,
                     "count" | "sum" | "avg" | "min" | "max" => {
-                        return Err(SqlError::new(ER_INVALID_GROUP_FUNC_USE, "Invalid use of group function"))
+                        return Err(SqlError::new(
+                            ER_INVALID_GROUP_FUNC_USE,
+                            "Invalid use of group function",
+                        ))
                     }
                     _ => {
                         if args.is_empty() {

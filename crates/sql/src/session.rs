@@ -8,7 +8,6 @@
 //! (statement savepoint); a deadlock rolls the whole transaction back.
 //! Tables used by a transaction hold a shared metadata lock until it ends.
 
-use millrace_errcode::{ER_AUTOINC_READ_FAILED, ER_BAD_DB_ERROR, ER_BAD_NULL_ERROR, ER_BAD_TABLE_ERROR, ER_DATA_OUT_OF_RANGE, ER_DB_CREATE_EXISTS, ER_DB_DROP_EXISTS, ER_DUP_ENTRY, ER_DUP_FIELDNAME, ER_DUP_KEYNAME, ER_EMPTY_QUERY, ER_GLOBAL_VARIABLE, ER_INCORRECT_GLOBAL_LOCAL_VAR, ER_INVALID_DEFAULT, ER_KEY_COLUMN_DOES_NOT_EXITS, ER_LOCK_DEADLOCK, ER_MULTIPLE_PRI_KEY, ER_NEED_REPREPARE, ER_NO_DB_ERROR, ER_NO_DEFAULT_FOR_FIELD, ER_QUERY_INTERRUPTED, ER_TABLE_CORRUPT, ER_TABLE_DEF_CHANGED, ER_TABLE_EXISTS_ERROR, ER_TABLE_MUST_HAVE_COLUMNS, ER_TOO_LONG_KEY, ER_TOO_MANY_KEYS, ER_UNKNOWN_STMT_HANDLER, ER_UNKNOWN_SYSTEM_VARIABLE, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ER_WRONG_AUTO_KEY, ER_WRONG_FIELD_SPEC, ER_WRONG_TABLE_NAME, ER_WRONG_TYPE_FOR_VAR, ER_WRONG_VALUE_FOR_VAR};
 use crate::catalog::{Catalog, ColumnSchema, IndexSchema, TableEntry, TableSchema};
 use crate::expr::{compare_values, truth, Ctx, Expr};
 use crate::plan::{
@@ -19,6 +18,17 @@ use crate::toast;
 use crate::types::{ColumnType, DateTime, Value};
 use crate::{
     decode_row_external, encode_key, encode_row_external, ExternalRef, ExternalRefs, SqlError,
+};
+use millrace_errcode::{
+    ER_AUTOINC_READ_FAILED, ER_BAD_DB_ERROR, ER_BAD_NULL_ERROR, ER_BAD_TABLE_ERROR,
+    ER_DATA_OUT_OF_RANGE, ER_DB_CREATE_EXISTS, ER_DB_DROP_EXISTS, ER_DUP_ENTRY, ER_DUP_FIELDNAME,
+    ER_DUP_KEYNAME, ER_EMPTY_QUERY, ER_GLOBAL_VARIABLE, ER_INCORRECT_GLOBAL_LOCAL_VAR,
+    ER_INVALID_DEFAULT, ER_KEY_COLUMN_DOES_NOT_EXITS, ER_LOCK_DEADLOCK, ER_MULTIPLE_PRI_KEY,
+    ER_NEED_REPREPARE, ER_NO_DB_ERROR, ER_NO_DEFAULT_FOR_FIELD, ER_QUERY_INTERRUPTED,
+    ER_TABLE_CORRUPT, ER_TABLE_DEF_CHANGED, ER_TABLE_EXISTS_ERROR, ER_TABLE_MUST_HAVE_COLUMNS,
+    ER_TOO_LONG_KEY, ER_TOO_MANY_KEYS, ER_UNKNOWN_STMT_HANDLER, ER_UNKNOWN_SYSTEM_VARIABLE,
+    ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS, ER_WRONG_AUTO_KEY, ER_WRONG_FIELD_SPEC,
+    ER_WRONG_TABLE_NAME, ER_WRONG_TYPE_FOR_VAR, ER_WRONG_VALUE_FOR_VAR,
 };
 use millrace_trx::{
     encode_segments, split_segments, Engine, Isolation, LockMode, RuntimeSettings, Trx, TrxError,
@@ -642,7 +652,10 @@ fn index_columns(s: &TableSchema, cols: &[ast::IndexColumn]) -> Result<Vec<usize
                 other => return Err(unsupported(format!("index on {other}"))),
             };
             s.column(&name).ok_or_else(|| {
-                SqlError::new(ER_KEY_COLUMN_DOES_NOT_EXITS, format!("Key column '{name}' doesn't exist in table"))
+                SqlError::new(
+                    ER_KEY_COLUMN_DOES_NOT_EXITS,
+                    format!("Key column '{name}' doesn't exist in table"),
+                )
             })
         })
         .collect()
@@ -777,7 +790,10 @@ impl Session {
             && !db.eq_ignore_ascii_case("information_schema")
             && !db.eq_ignore_ascii_case("performance_schema")
         {
-            return Err(SqlError::new(ER_BAD_DB_ERROR, format!("Unknown database '{db}'")));
+            return Err(SqlError::new(
+                ER_BAD_DB_ERROR,
+                format!("Unknown database '{db}'"),
+            ));
         }
         self.database = Some(db.to_string());
         Ok(Output::ok())
@@ -1156,7 +1172,10 @@ impl Session {
             Some(e) => match e.eval_const(params)? {
                 Value::Int(i) if i >= 0 => Ok(Some(i as usize)),
                 Value::UInt(u) => Ok(Some(usize::try_from(u).unwrap_or(usize::MAX))),
-                _ => Err(SqlError::new(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT")),
+                _ => Err(SqlError::new(
+                    ER_WRONG_ARGUMENTS,
+                    "Incorrect arguments to LIMIT",
+                )),
             },
         }
     }
@@ -2020,7 +2039,10 @@ impl Session {
         let (db, name) = object_name(&ct.name, self)?;
         let cat = &self.server.catalog;
         if !cat.has_database(&db) {
-            return Err(SqlError::new(ER_BAD_DB_ERROR, format!("Unknown database '{db}'")));
+            return Err(SqlError::new(
+                ER_BAD_DB_ERROR,
+                format!("Unknown database '{db}'"),
+            ));
         }
         if name.is_empty() || name.len() > 64 {
             return Err(SqlError::new(
@@ -2099,7 +2121,10 @@ impl Session {
                     }
                 } else {
                     col.default = Some(v.coerce(&ty).map_err(|_| {
-                        SqlError::new(ER_INVALID_DEFAULT, format!("Invalid default value for '{}'", col.name))
+                        SqlError::new(
+                            ER_INVALID_DEFAULT,
+                            format!("Invalid default value for '{}'", col.name),
+                        )
                     })?);
                 }
             }
@@ -2120,7 +2145,10 @@ impl Session {
             s.columns.push(col);
         }
         if s.columns.is_empty() {
-            return Err(SqlError::new(ER_TABLE_MUST_HAVE_COLUMNS, "A table must have at least 1 column"));
+            return Err(SqlError::new(
+                ER_TABLE_MUST_HAVE_COLUMNS,
+                "A table must have at least 1 column",
+            ));
         }
         for c in &ct.constraints {
             match c {
@@ -2154,7 +2182,10 @@ impl Session {
             let cols = index_columns(&s, &cols)?;
             if primary {
                 if !s.primary_key.is_empty() {
-                    return Err(SqlError::new(ER_MULTIPLE_PRI_KEY, "Multiple primary key defined"));
+                    return Err(SqlError::new(
+                        ER_MULTIPLE_PRI_KEY,
+                        "Multiple primary key defined",
+                    ));
                 }
                 for &c in &cols {
                     s.columns[c].nullable = false;
@@ -2369,7 +2400,10 @@ fn add_index(
         n
     });
     if s.indexes.iter().any(|x| x.name.eq_ignore_ascii_case(&name)) {
-        return Err(SqlError::new(ER_DUP_KEYNAME, format!("Duplicate key name '{name}'")));
+        return Err(SqlError::new(
+            ER_DUP_KEYNAME,
+            format!("Duplicate key name '{name}'"),
+        ));
     }
     if s.indexes.len() >= 32 {
         return Err(SqlError::new(
@@ -2580,10 +2614,18 @@ fn sum_avg(kind: AggKind, vals: &[Value]) -> Result<Value, SqlError> {
         let scaled = 10i128
             .checked_pow(u32::from(scale - s))
             .and_then(|m| u.checked_mul(m))
-            .ok_or_else(|| SqlError::new(ER_DATA_OUT_OF_RANGE, "DECIMAL value is out of range in 'sum'"))?;
-        sum = sum
-            .checked_add(scaled)
-            .ok_or_else(|| SqlError::new(ER_DATA_OUT_OF_RANGE, "DECIMAL value is out of range in 'sum'"))?;
+            .ok_or_else(|| {
+                SqlError::new(
+                    ER_DATA_OUT_OF_RANGE,
+                    "DECIMAL value is out of range in 'sum'",
+                )
+            })?;
+        sum = sum.checked_add(scaled).ok_or_else(|| {
+            SqlError::new(
+                ER_DATA_OUT_OF_RANGE,
+                "DECIMAL value is out of range in 'sum'",
+            )
+        })?;
     }
     Ok(Value::Decimal {
         unscaled: sum,

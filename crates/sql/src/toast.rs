@@ -30,11 +30,11 @@
 //! possible row is over the inline limit and that have a column whose values
 //! can reach [`MIN_OUT_OF_LINE`] bytes; the others never hold a pointer.
 
-use millrace_errcode::{ER_TABLE_CORRUPT, ER_TOO_BIG_ROWSIZE};
 use crate::catalog::TableSchema;
 use crate::row::{max_encoded_bytes, max_value_bytes, ExternalRef, EXTERNAL_REF_BYTES};
 use crate::types::{scalar, ColumnType, Value};
 use crate::SqlError;
+use millrace_errcode::{ER_TABLE_CORRUPT, ER_TOO_BIG_ROWSIZE};
 use millrace_trx::{Engine, LockMode, Trx, TrxError};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -158,7 +158,10 @@ pub(crate) fn next_value_id(
                     .filter(|_| k.len() == 12)
                     .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
                     .ok_or_else(|| {
-                        SqlError::new(ER_TABLE_CORRUPT, "row data damaged: a toast table key is not 12 bytes")
+                        SqlError::new(
+                            ER_TABLE_CORRUPT,
+                            "row data damaged: a toast table key is not 12 bytes",
+                        )
                     })?;
                 id.checked_add(1)
                     .ok_or_else(|| SqlError::new(ER_TABLE_CORRUPT, "toast value ids exhausted"))?

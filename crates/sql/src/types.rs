@@ -166,7 +166,9 @@ impl ValueError {
                 }
             }
             ValueError::BadColumnType { target } => match *target {
-                ColumnType::Decimal { scale, .. } if scale > MAX_DECIMAL_SCALE => errcode::ER_TOO_BIG_SCALE,
+                ColumnType::Decimal { scale, .. } if scale > MAX_DECIMAL_SCALE => {
+                    errcode::ER_TOO_BIG_SCALE
+                }
                 ColumnType::Decimal {
                     precision, scale, ..
                 } if scale > precision && precision != 0 && precision <= MAX_DECIMAL_PRECISION => {

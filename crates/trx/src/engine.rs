@@ -16,7 +16,7 @@ use crate::lock::{LockError, LockManager, LockMode};
 use crate::sys::{ReadView, TrxId, TrxSys};
 use crate::undo::{self, Rseg, RsegMetrics, UndoLog};
 use crate::undo_rec::{RollPtr, UndoKind, UndoRecord};
-use crate::{Isolation, TrxConfig, TrxError, UndoQuotaPolicy};
+use crate::{Durability, Isolation, TrxConfig, TrxError, UndoQuotaPolicy};
 use millrace_btree::{Direction, Index, IndexDef, Row};
 use millrace_buf::{space, PageStore};
 use millrace_io::Storage;
@@ -385,6 +385,21 @@ impl Engine {
 
     pub fn store(&self) -> &Arc<PageStore> {
         &self.store
+    }
+
+    /// Bytes in a page of this store (fixed when the store was created).
+    pub fn page_size(&self) -> usize {
+        self.store.pool().page_size()
+    }
+
+    /// When a commit counts as done (innodb_flush_log_at_trx_commit).
+    pub fn durability(&self) -> Durability {
+        self.store.log().durability()
+    }
+
+    /// Changes the durability of commits from the next one on.
+    pub fn set_durability(&self, level: Durability) {
+        self.store.log().set_durability(level)
     }
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry

@@ -60,6 +60,7 @@
 //! ```
 
 pub mod catalog;
+pub mod check;
 mod engine;
 pub mod lock;
 mod purge;
@@ -70,9 +71,12 @@ pub mod undo_rec;
 pub use catalog::{encode_segments, split_segments, SecondaryDef, TableDef, SEGMENT};
 pub use engine::{Engine, KillReason, RuntimeSettings, Trx};
 pub use lock::LockMode;
+/// The durability levels of a commit, from the redo log (the SQL layer and
+/// the server set them without depending on the log).
+pub use millrace_redo::Durability;
 
-use millrace_errcode::{self as errcode, ErrorCode};
 use millrace_buf::StoreConfig;
+use millrace_errcode::{self as errcode, ErrorCode};
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
