@@ -14,7 +14,13 @@
 # Environment: TABLES (10), ROWS (100000), SECONDS_PER_RUN (15), ROUNDS (3),
 # WORKLOADS ("oltp_update_index oltp_insert oltp_point_select
 # oltp_read_write"), THREADS ("1 64"), PS_MODE (disable), SYSTEMS
-# ("millrace mariadb postgres"). Needs: apt-get install sysbench
+# ("millrace mariadb postgres"), BASE_SYSTEM (mariadb: the ratios' base).
+# BASELINE_BIN=path adds the system "baseline": another millrace binary
+# (e.g. built from an earlier commit), run exactly as millrace is, for
+# before/after figures of a change in the same interleaved run:
+#   BASELINE_BIN=/tmp/old/millrace SYSTEMS="baseline millrace" \
+#       BASE_SYSTEM=baseline bench/sysbench_compare.sh
+# Needs: apt-get install sysbench
 # mariadb-server mariadb-client postgresql-15; run as root (PostgreSQL runs
 # as the postgres user). Raw sysbench output goes to bench/results/.
 
@@ -30,12 +36,15 @@ WORKLOADS=${WORKLOADS:-"oltp_update_index oltp_insert oltp_point_select oltp_rea
 THREADS=${THREADS:-"1 64"}
 PS_MODE=${PS_MODE:-disable}
 SYSTEMS=${SYSTEMS:-"millrace mariadb postgres"}
+BASE_SYSTEM=${BASE_SYSTEM:-mariadb}
+BASELINE_BIN=${BASELINE_BIN:-}
 STAMP=$(date +%Y%m%d-%H%M%S)
 RAW="$RESULTS/sysbench-$STAMP.log"
 TMP=$(mktemp -d /tmp/millrace-compare.XXXXXX)
 chmod 755 "$TMP" # PostgreSQL runs as the postgres user under it
 MILLRACE_PORT=3316
 MARIADB_PORT=3317
+BASELINE_PORT=3318
 PG_PORT=5433
 PGBIN=/usr/lib/postgresql/15/bin
 mkdir -p "$RESULTS"
@@ -43,6 +52,7 @@ mkdir -p "$RESULTS"
 cleanup() {
     set +e
     [ -n "${MILLRACE_PID:-}" ] && kill "$MILLRACE_PID" 2>/dev/null && wait "$MILLRACE_PID" 2>/dev/null
+    [ -n "${BASELINE_PID:-}" ] && kill "$BASELINE_PID" 2>/dev/null && wait "$BASELINE_PID" 2>/dev/null
     [ -S "$TMP/mariadb/mysql.sock" ] && mariadb-admin -S "$TMP/mariadb/mysql.sock" -uroot shutdown 2>/dev/null
     [ -d "$TMP/pg/data" ] && su postgres -c "$PGBIN/pg_ctl -D $TMP/pg/data -m fast stop" >/dev/null 2>&1
     rm -rf "$TMP"
@@ -57,13 +67,25 @@ wait_for() { # command... : retried for up to 60 s
     return 1
 }
 
+start_millrace_bin() { # binary name port: sets SERVER_PID
+    local bin=$1 name=$2 port=$3
+    mkdir -p "$TMP/$name"
+    "$bin" serve --data-dir "$TMP/$name/data" --listen 127.0.0.1:"$port" \
+        --no-metrics --buffer-pool-size 4G >"$TMP/$name/log" 2>&1 &
+    SERVER_PID=$!
+    wait_for mariadb -h127.0.0.1 -P"$port" -uroot -e "select 1"
+    mariadb -h127.0.0.1 -P"$port" -uroot -e "CREATE DATABASE sbtest"
+}
+
 start_millrace() {
-    mkdir -p "$TMP/millrace"
-    "$BIN" serve --data-dir "$TMP/millrace/data" --listen 127.0.0.1:$MILLRACE_PORT \
-        --no-metrics --buffer-pool-size 4G >"$TMP/millrace/log" 2>&1 &
-    MILLRACE_PID=$!
-    wait_for mariadb -h127.0.0.1 -P$MILLRACE_PORT -uroot -e "select 1"
-    mariadb -h127.0.0.1 -P$MILLRACE_PORT -uroot -e "CREATE DATABASE sbtest"
+    start_millrace_bin "$BIN" millrace $MILLRACE_PORT
+    MILLRACE_PID=$SERVER_PID
+}
+
+start_baseline() {
+    [ -x "$BASELINE_BIN" ] || { echo "BASELINE_BIN ($BASELINE_BIN) is not an executable millrace binary" >&2; exit 1; }
+    start_millrace_bin "$BASELINE_BIN" baseline $BASELINE_PORT
+    BASELINE_PID=$SERVER_PID
 }
 
 start_mariadb() {
@@ -108,6 +130,7 @@ sb() { # system workload threads step
     local sys=$1 w=$2 t=$3 step=$4 conn
     case $sys in
         millrace) conn="--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$MILLRACE_PORT --mysql-user=root --mysql-db=sbtest" ;;
+        baseline) conn="--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$BASELINE_PORT --mysql-user=root --mysql-db=sbtest" ;;
         mariadb) conn="--db-driver=mysql --mysql-socket=$TMP/mariadb/mysql.sock --mysql-user=root --mysql-db=sbtest" ;;
         postgres) conn="--db-driver=pgsql --pgsql-host=$TMP/pg --pgsql-port=$PG_PORT --pgsql-user=postgres --pgsql-db=sbtest" ;;
     esac
@@ -146,12 +169,12 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo
-echo "| workload | threads | system | TPS (median) | p95 ms (median) | TPS / MariaDB | p95 / MariaDB |"
+echo "| workload | threads | system | TPS (median) | p95 ms (median) | TPS / $BASE_SYSTEM | p95 / $BASE_SYSTEM |"
 echo "|---|---|---|---|---|---|---|"
 for w in $WORKLOADS; do
     for t in $THREADS; do
-        base_tps=$(echo "${TPS[$w,$t,mariadb]:-0}" | median)
-        base_p95=$(echo "${P95[$w,$t,mariadb]:-0}" | median)
+        base_tps=$(echo "${TPS[$w,$t,$BASE_SYSTEM]:-0}" | median)
+        base_p95=$(echo "${P95[$w,$t,$BASE_SYSTEM]:-0}" | median)
         for sys in $SYSTEMS; do
             tps=$(echo "${TPS[$w,$t,$sys]}" | median)
             p95=$(echo "${P95[$w,$t,$sys]}" | median)
