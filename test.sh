@@ -2,7 +2,8 @@
 # The one test command: installs what the tests need on a fresh Debian or
 # Ubuntu machine (a C linker, the mariadb client and sysbench, which the
 # server's tests run against `millrace serve`), then runs every test of the
-# workspace. Extra arguments go to `cargo test`, e.g. `./test.sh -p millrace-sql`.
+# workspace. Arguments, if any, replace `--workspace`: `./test.sh -p millrace-sql`
+# runs one crate's tests.
 # Installs with apt-get as root, or through sudo when not root; on another
 # system it says what to install and stops.
 set -euo pipefail
@@ -29,5 +30,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "== cargo test --workspace $*"
-exec cargo test --workspace "$@"
+if [ $# -eq 0 ]; then set -- --workspace; fi
+echo "== cargo test $*"
+exec cargo test "$@"
