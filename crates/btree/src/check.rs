@@ -200,7 +200,7 @@ pub fn check_store(store: &PageStore) -> Result<Vec<SpaceReport>> {
                 )?;
                 node::header(mtr.page(r)).sys_fields
             };
-            let idx = Index::open(crate::IndexDef {
+            let idx = Index::open(crate::tree::IndexDef {
                 space: space_id,
                 root,
                 id,

@@ -1,3 +1,5 @@
+// Whole, though over 800 lines: every function reads or writes the same
+// slotted-page layout, whose offsets and helpers stay private to it.
 //! The index page ("node") format and the operations on one page.
 //!
 //! Layout (all integers little-endian):

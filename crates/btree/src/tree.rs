@@ -1,3 +1,6 @@
+// Whole, though over 800 lines: the cursor (the last part) descends with
+// `Index`'s private descent (`descend`, `Target`), which a split would have
+// to make crate-visible.
 //! B+tree indexes: lookups, inserts, updates, delete-marks and deletes,
 //! with splits and merges as mini-transactions.
 //!

@@ -2,8 +2,8 @@
 //! pages; its name follows from its id, so recovery finds every file a redo
 //! record names without a directory: `spaces/<id>.mrs`.
 
+use crate::error::Error;
 use crate::page::{self, PageId};
-use crate::Error;
 use millrace_io::{AlignedBuf, Storage, StorageFile};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -5,10 +5,10 @@
 //! recent_closed, release the latches. Recovery applies a record entirely
 //! or not at all, so an mtr's changes (a page split, say) are atomic.
 
+use crate::error::Error;
 use crate::ops;
 use crate::page::{self, PageId, OFF_TYPE};
 use crate::pool::{BufferPool, LatchMode};
-use crate::Error;
 use std::cell::{Cell, RefCell};
 
 /// A page held by this mtr.

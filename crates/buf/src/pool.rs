@@ -1,3 +1,6 @@
+// Whole, though over 800 lines: the LRU lists are indexed by frame and set
+// the frames' old flags under the pool's latch order, so they stay with
+// the frames and the pool that owns them.
 //! The buffer pool: frames holding pages, a sharded page hash, an LRU list
 //! with midpoint insertion, a free list, a flush list ordered by oldest
 //! modification, eviction and flushing through the doublewrite area.
@@ -8,11 +11,12 @@
 //! the doublewrite mutex (one flush batch at a time) is taken before page
 //! latches are tried (never waited for) by the flusher.
 
+use crate::config::BufConfig;
+use crate::error::Error;
 use crate::files::{Doublewrite, SpaceFiles};
 use crate::latch::{Latch, LatchWait};
 use crate::order::{self, Level};
 use crate::page::{self, PageId};
-use crate::{BufConfig, Error};
 use millrace_io::AlignedBuf;
 use millrace_metrics::{Counter, Registry};
 use millrace_redo::Log;

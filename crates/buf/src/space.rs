@@ -10,10 +10,10 @@
 //!   76..78 number of indexes  80..   index directory: (index id u64,
 //!   root page u32, flags u32) per index, up to MAX_INDEXES
 
+use crate::error::Error;
 use crate::mtr::{Mtr, PageRef};
 use crate::page::{self, page_type, PageId, OFF_NEXT};
 use crate::pool::LatchMode;
-use crate::Error;
 
 pub const SYSTEM_SPACE: u32 = 0;
 const MAGIC: &[u8; 8] = b"MLRCSPCE";

@@ -6,12 +6,14 @@
 //! checkpoint to the pages it names (when the page is older than the
 //! record), attach the log, start the cleaner.
 
+use crate::config::BufConfig;
+use crate::error::Error;
 use crate::files::{Doublewrite, SpaceFiles};
 use crate::mtr::Mtr;
 use crate::ops::{self, Op, OpReader};
 use crate::page::{self, PageId};
 use crate::pool::{BufferPool, FlushReason, LatchMode};
-use crate::{space, BufConfig, Error};
+use crate::space;
 use millrace_io::{Storage, StorageFile};
 use millrace_metrics::Registry;
 use millrace_redo::{Log, LogConfig, Record, RecoveryReport};

@@ -7,7 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::{canonical_name, check_aligned, Storage, StorageFile, DIRECT_IO_ALIGN};
+use crate::aligned::{check_aligned, DIRECT_IO_ALIGN};
+use crate::storage::{canonical_name, Storage, StorageFile};
 
 /// Files under a root directory on the real file system.
 #[derive(Debug)]

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use millrace_sys::rng::SplitMix64;
 
-use crate::{canonical_name, check_aligned, Storage, StorageFile};
+use crate::aligned::check_aligned;
+use crate::storage::{canonical_name, Storage, StorageFile};
 
 /// The unit a disk writes atomically: after a power loss each sector holds either its old or
 /// its new content, never a mix. 512 bytes is the smallest real sector, so it is the most

@@ -5,6 +5,7 @@
 //! Owns: the registry and the counter type. Must not know about: what any
 //! metric means. Layers register their own metrics and keep `Arc<Counter>`
 //! handles, so the hot path is one relaxed atomic add and never a lookup.
+//! Depends on: nothing of millrace.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};

@@ -1,3 +1,6 @@
+// Whole, though over 800 lines: the reservation, writer, flusher and
+// commit-wait roles all work on `Inner`'s private state; a split by role
+// would first have to make those fields crate-visible.
 //! The redo log: reservation, the log buffer, the writer and flusher roles
 //! (dedicated threads or a group commit leader), commit waits, checkpoints,
 //! and opening with recovery. docs/design.md, "The commit pipeline", explains
@@ -5,6 +8,7 @@
 
 use crate::buffer::LogBuffer;
 use crate::config::{Durability, LogConfig};
+use crate::error::LogError;
 use crate::format::{
     align_down, align_up, Checkpoint, FileHeader, RecordHeader, RecordKind, BLOCK, DATA_OFFSET,
     START_LSN,
@@ -13,7 +17,6 @@ use crate::link_buf::LinkBuf;
 use crate::recovery::{self, Record, RecoveryReport};
 use crate::spin::{self, SpinVerdict};
 use crate::sync::{Event, LsnWaiters, Woken};
-use crate::LogError;
 use millrace_io::{AlignedBuf, Storage, StorageFile};
 use millrace_metrics::{Counter, Registry};
 use millrace_sys::cpu::{thread_cpu_time, CpuBudget};

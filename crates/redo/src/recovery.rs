@@ -3,8 +3,8 @@
 //! earlier lap or an earlier epoch, and hands every record before it, in LSN
 //! order, to the caller's applier.
 
+use crate::error::LogError;
 use crate::format::{align_down, align_up, RecordHeader, RecordKind, BLOCK, DATA_OFFSET};
-use crate::LogError;
 use millrace_io::{AlignedBuf, StorageFile};
 
 /// One recovered record.

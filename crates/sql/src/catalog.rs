@@ -20,7 +20,7 @@ use crate::types::{ColumnType, Value};
 use crate::{encode_key, SqlError};
 use millrace_errcode::{ER_GET_ERRNO, ER_LOCK_WAIT_TIMEOUT, ER_TABLE_CORRUPT};
 use millrace_io::bytes::ByteReader;
-use millrace_trx::{Engine, Isolation, Trx, TrxError, SEGMENT};
+use millrace_trx::{Engine, Isolation, KeyPart, Trx, TrxError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -85,9 +85,9 @@ impl TableSchema {
     }
 
     /// The engine's secondary key specs: index `i` is segment `i`.
-    pub fn engine_keys(&self) -> Vec<Vec<(u16, u16)>> {
+    pub fn engine_keys(&self) -> Vec<Vec<KeyPart>> {
         (0..self.indexes.len())
-            .map(|i| vec![(SEGMENT, i as u16)])
+            .map(|i| vec![KeyPart::Segment(i as u16)])
             .collect()
     }
 

@@ -6,7 +6,12 @@
 //! for seeded tests.
 //! Must not know about: files of the database, logs, pages, transactions, SQL.
 //! Everything above may depend on this crate; it depends on nothing of millrace.
+//!
+//! Files: `cgroup` (where this process's cgroup is, for one controller;
+//! shared by `cpu` and `mem`, which do not use each other), `cpu` (the CPU
+//! probe and budget), `mem` (memory available), `rng`.
 
+mod cgroup;
 pub mod cpu;
 pub mod mem;
 pub mod rng;

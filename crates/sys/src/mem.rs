@@ -5,7 +5,7 @@
 //! pool's size) derive from it, so that a server started in a small
 //! container does not size itself for the host.
 
-use crate::cpu::{locate_cgroup, read_small, walk_up, CgroupVersion};
+use crate::cgroup::{locate_cgroup, read_small, walk_up, CgroupVersion};
 use std::path::Path;
 
 /// The memory available to this process in bytes, or `None` when

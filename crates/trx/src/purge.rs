@@ -9,27 +9,32 @@
 //! still delete-marked by that transaction; for an update it removes the
 //! delete-marked secondary entries of keys the row no longer has. Each
 //! removal re-checks its condition under the leaf latch (`delete_if`).
-//! The same thread applies the history bounds: the undo quota policy and
-//! the idle transaction timeout.
+//! The same thread applies the history bounds (bounds.rs: the undo quota
+//! policy and the idle transaction timeout) and truncates the undo
+//! tablespaces that grew past their limit once purge has emptied them.
 
-use crate::engine::{Engine, KillReason};
-use crate::undo;
-use crate::undo_rec::{UndoKind, UndoRecord};
-use crate::{TrxError, UndoQuotaPolicy};
+use crate::bounds;
+use crate::error::TrxError;
+use crate::secondary::sec_entry;
+use crate::shared::Engine;
+use crate::undo::{self, Rseg};
+use crate::undo_rec::{RollPtr, UndoKind, UndoRecord};
+use millrace_buf::space;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Purge rounds are this far apart at most when idle (for the policies).
 const IDLE_ROUND: Duration = Duration::from_millis(100);
 
-pub(crate) fn start(e: &Arc<Engine>) {
+/// Starts the purge coordinator; the engine joins it at shutdown.
+pub(crate) fn start(e: &Arc<Engine>) -> JoinHandle<()> {
     let weak = Arc::downgrade(e);
-    let h = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("millrace-purge".into())
         .spawn(move || coordinator(weak))
-        .expect("spawning the purge coordinator");
-    e.set_purge_thread(h);
+        .expect("spawning the purge coordinator")
 }
 
 fn coordinator(w: Weak<Engine>) {
@@ -45,7 +50,7 @@ fn coordinator(w: Weak<Engine>) {
                 false
             }
         };
-        if let Err(err) = policies(&e) {
+        if let Err(err) = bounds::policies(&e) {
             tracing::error!(error = %err, "history bound policies failed");
         }
         if let Err(err) = e.truncate_undo_spaces() {
@@ -145,17 +150,12 @@ pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
 }
 
 fn purge_record(e: &Engine, trx_id: u64, rec: &UndoRecord) -> Result<(), TrxError> {
-    let t = match e.table_indexes(rec.table_id) {
+    let t = match e.table(rec.table_id) {
         Ok(t) => t,
         Err(TrxError::NoSuchTable(_)) => return Ok(()),
         Err(err) => return Err(err),
     };
     let store = e.store();
-    let sec_entry = |k: &[u8]| {
-        let mut v = k.to_vec();
-        v.extend_from_slice(&rec.pk);
-        v
-    };
     match rec.kind {
         UndoKind::Insert => {}
         UndoKind::DeleteMark => {
@@ -164,7 +164,9 @@ fn purge_record(e: &Engine, trx_id: u64, rec: &UndoRecord) -> Result<(), TrxErro
             };
             if c.deleted && c.trx_id == trx_id {
                 for (idx, sd) in &t.secondaries {
-                    idx.delete_if(store, &sec_entry(&sd.key_of(&c.value)), |r| r.deleted)?;
+                    idx.delete_if(store, &sec_entry(&sd.key_of(&c.value), &rec.pk), |r| {
+                        r.deleted
+                    })?;
                 }
                 t.clustered
                     .delete_if(store, &rec.pk, |r| r.deleted && r.trx_id == trx_id)?;
@@ -179,7 +181,7 @@ fn purge_record(e: &Engine, trx_id: u64, rec: &UndoRecord) -> Result<(), TrxErro
                 // uncommitted transaction could roll back to) keeps its
                 // entry; it is purged with that version's own change.
                 if !live.iter().any(|v| sd.key_of(v) == old_k) {
-                    idx.delete_if(store, &sec_entry(&old_k), |r| r.deleted)?;
+                    idx.delete_if(store, &sec_entry(&old_k, &rec.pk), |r| r.deleted)?;
                 }
             }
         }
@@ -203,7 +205,7 @@ fn versions_in_use(
         if r.trx_id == 0 || !e.sys.is_active(r.trx_id) {
             break;
         }
-        let Some(rp) = crate::undo_rec::RollPtr::decode(r.roll_ptr) else {
+        let Some(rp) = RollPtr::decode(r.roll_ptr) else {
             break;
         };
         if rp.insert {
@@ -223,59 +225,63 @@ fn versions_in_use(
     Ok(out)
 }
 
-fn policies(e: &Engine) -> Result<(), TrxError> {
-    let now = e.now_ms();
-    let open = e.open_trx.all();
-    if e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed) > 0 {
-        for t in &open {
-            let idle = now.saturating_sub(t.last_active_ms.load(Ordering::Relaxed));
-            if idle > e.settings().idle_trx_timeout_ms.load(Ordering::Relaxed)
-                && e.kill_if_idle(t, KillReason::IdleTimeout)
-            {
-                e.m.idle_timeouts.inc();
-            }
+impl Engine {
+    /// Truncation of undo tablespaces past `undo_truncate_bytes` (called by
+    /// the purge thread): an oversized space is marked inactive; once none
+    /// of its segments has an undo log in a slot or in its history, it is
+    /// shrunk to its header and segment pages and its file is cut.
+    pub(crate) fn truncate_undo_spaces(&self) -> Result<(), TrxError> {
+        let limit = self.cfg.undo_truncate_bytes;
+        if limit == 0 {
+            return Ok(());
         }
-    }
-    if e.settings().undo_quota_bytes.load(Ordering::Relaxed) > 0 {
-        let bytes = e.undo_bytes()?;
-        let over = bytes > e.settings().undo_quota_bytes.load(Ordering::Relaxed);
-        match e.cfg.undo_quota_policy {
-            UndoQuotaPolicy::RollbackOldest if over => {
-                // The transaction whose view holds purge back the most.
-                let oldest = open
-                    .iter()
-                    .filter_map(|t| {
-                        let packed = t.view_no.load(Ordering::SeqCst);
-                        (packed != 0).then_some((crate::sys::unpack_view(packed).1, t))
-                    })
-                    .min_by_key(|(no, _)| *no);
-                if let Some((no, t)) = oldest {
-                    if no <= e.sys.purge_limit_no() && e.history_len() > 0 {
-                        tracing::warn!(undo_bytes = bytes, "undo quota exceeded: rolling back the transaction with the oldest read view");
-                        e.kill_for_quota(t);
-                        e.m.quota_actions.inc();
-                    }
-                }
-            }
-            UndoQuotaPolicy::WaitWriters => {
-                let (m, cv) = &e.writers_blocked;
-                let mut blocked = m.lock().expect("poisoned");
-                if over && !*blocked {
-                    tracing::warn!(
-                        undo_bytes = bytes,
-                        "undo quota exceeded: writers wait for purge"
+        let ps = self.store.pool().page_size() as u64;
+        let mut spaces: Vec<u32> = self.rsegs.iter().map(|r| r.space).collect();
+        spaces.sort_unstable();
+        spaces.dedup();
+        for &sp in &spaces {
+            let size = {
+                let mut mtr = self.store.mtr()?;
+                space::space_size(&mut mtr, sp)?.0
+            };
+            let mut inactive = self.inactive_spaces.lock().expect("poisoned");
+            if !inactive.contains(&sp) {
+                // Keep at least one space taking new undo.
+                if size as u64 * ps > limit && inactive.len() + 1 < spaces.len() {
+                    tracing::info!(
+                        space = sp,
+                        size_mib = (size as u64 * ps) >> 20,
+                        "undo tablespace past its size limit: truncating once purged"
                     );
-                    *blocked = true;
-                    e.m.quota_actions.inc();
-                } else if *blocked
-                    && bytes <= e.settings().undo_quota_bytes.load(Ordering::Relaxed) * 9 / 10
-                {
-                    *blocked = false;
-                    cv.notify_all();
+                    inactive.insert(sp);
                 }
+                continue;
             }
-            _ => {}
+            drop(inactive);
+            let rsegs: Vec<&Rseg> = self.rsegs.iter().filter(|r| r.space == sp).collect();
+            let guards: Vec<_> = rsegs.iter().map(|r| r.lock(&self.rseg_metrics)).collect();
+            if !guards.iter().all(|g| g.idle()) {
+                continue;
+            }
+            let mut empty = true;
+            for r in &rsegs {
+                empty &= r.history_len(&self.store)? == 0;
+            }
+            if !empty {
+                continue;
+            }
+            let new_size = rsegs.iter().map(|r| r.page).max().unwrap_or(0) + 1;
+            let mut mtr = self.store.mtr()?;
+            space::truncate_free_tail(&mut mtr, sp, new_size)?;
+            let end = mtr.commit()?;
+            drop(guards);
+            if let Some(end) = end {
+                self.store.truncate_space_file(sp, new_size, end)?;
+            }
+            self.inactive_spaces.lock().expect("poisoned").remove(&sp);
+            self.m.undo_truncations.inc();
+            tracing::info!(space = sp, pages = new_size, "undo tablespace truncated");
         }
+        Ok(())
     }
-    Ok(())
 }

@@ -16,8 +16,8 @@
 //! Every page change goes through a mini-transaction (redo-logged), so the
 //! undo state after recovery is exactly what was committed to the log.
 
+use crate::error::TrxError;
 use crate::undo_rec::{RollPtr, UndoRecord};
-use crate::TrxError;
 use millrace_buf::page::{u16_at, u32_at, u64_at};
 use millrace_buf::{page_type, space, LatchMode, Mtr, PageId, PageRef, PageStore};
 use millrace_metrics::Counter;

@@ -1,14 +1,16 @@
 mod common;
 use common::*;
 use millrace_io::SimStorage;
-use millrace_trx::{Isolation, TrxError};
+use millrace_trx::{Isolation, KeyPart, TrxError};
 use std::ops::Bound;
 
 #[test]
 fn commit_rollback_and_visibility() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 4)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 4 }]])
+        .unwrap();
     let a = e.begin(Isolation::RepeatableRead);
     a.insert(t, &k(1), b"v1aaaaa").unwrap();
     a.insert(t, &k(2), b"v2bbbbb").unwrap();
@@ -48,7 +50,9 @@ fn commit_rollback_and_visibility() {
 fn secondary_index_follows_updates_and_purge_cleans_up() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 2)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 2 }]])
+        .unwrap();
     let w = e.begin(Isolation::RepeatableRead);
     for n in 0..50 {
         w.insert(t, &k(n), format!("{:02}xxxxxxxx", n % 10).as_bytes())
@@ -118,7 +122,9 @@ fn secondary_index_follows_updates_and_purge_cleans_up() {
 fn committed_survive_a_crash_in_flight_are_rolled_back() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 3)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 3 }]])
+        .unwrap();
     let a = e.begin(Isolation::RepeatableRead);
     for n in 0..20 {
         a.insert(t, &k(n), b"committed").unwrap();
@@ -184,12 +190,15 @@ fn oldest_view_age_is_reported() {
 /// restart like byte-range keys do.
 #[test]
 fn segment_keys_for_variable_length_rows() {
-    use millrace_trx::{encode_segments, split_segments, SEGMENT};
+    use millrace_trx::{encode_segments, split_segments};
     let s = SimStorage::new();
     let e = open(&s);
     // Two secondaries: segment 0, and segments 1 then 0.
     let t = e
-        .create_table(&[vec![(SEGMENT, 0)], vec![(SEGMENT, 1), (SEGMENT, 0)]])
+        .create_table(&[
+            vec![KeyPart::Segment(0)],
+            vec![KeyPart::Segment(1), KeyPart::Segment(0)],
+        ])
         .unwrap();
     let row = |a: &str, b: &str, payload: &str| {
         encode_segments(&[a.as_bytes(), b.as_bytes()], payload.as_bytes())

@@ -6,7 +6,7 @@ use millrace_io::{SimStorage, Storage};
 use millrace_metrics::Registry;
 use millrace_sys::cpu::{CpuBudget, CpuSnapshot};
 use millrace_sys::rng::SplitMix64;
-use millrace_trx::{Engine, Isolation};
+use millrace_trx::{Engine, Isolation, KeyPart};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -66,7 +66,9 @@ fn crash_images_keep_exactly_a_committed_prefix() {
     for n in (5..480).step_by(7) {
         let s = SimStorage::new();
         let e = open(&s);
-        let t = e.create_table(&[vec![(0, 6)]]).unwrap();
+        let t = e
+            .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 6 }]])
+            .unwrap();
         e.store().checkpoint_now().unwrap();
         s.crash_after_writes(Some(n));
         // A transaction that never commits, on keys outside the model.

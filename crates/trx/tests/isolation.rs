@@ -4,7 +4,7 @@ mod common;
 use common::*;
 use millrace_io::SimStorage;
 use millrace_sys::rng::SplitMix64;
-use millrace_trx::{Isolation, LockMode, TrxError};
+use millrace_trx::{Isolation, KeyPart, LockMode, TrxError};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,9 @@ fn snapshot(e: &millrace_trx::Trx, t: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
 fn reads_match_a_snapshot_of_the_model() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 3)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 3 }]])
+        .unwrap();
     // states[i] = the table after i commits.
     let states: Arc<Mutex<Vec<State>>> = Arc::new(Mutex::new(vec![BTreeMap::new()]));
     let writers: Vec<_> = (0..3u64)
@@ -204,7 +206,9 @@ fn no_lost_updates_under_locking() {
 fn long_readers_keep_their_snapshot_while_purge_runs() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 6)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 6 }]])
+        .unwrap();
     let w = e.begin(Isolation::RepeatableRead);
     for n in 0..100 {
         w.insert(t, &k(n), format!("orig{n:02}").as_bytes())
@@ -299,7 +303,9 @@ fn deadlock_and_timeout_give_the_right_errors_and_leave_no_locks() {
 fn large_transactions_commit_and_roll_back() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 4)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 4 }]])
+        .unwrap();
     let big = e.begin(Isolation::RepeatableRead);
     for n in 0..5000 {
         big.insert(t, &k(n), format!("row-{n:06}").as_bytes())
@@ -326,7 +332,9 @@ fn large_transactions_commit_and_roll_back() {
 fn secondary_entries_survive_purge_races_and_rollbacks() {
     let s = SimStorage::new();
     let e = open(&s);
-    let t = e.create_table(&[vec![(0, 1)]]).unwrap();
+    let t = e
+        .create_table(&[vec![KeyPart::Bytes { offset: 0, len: 1 }]])
+        .unwrap();
     let init = e.begin(Isolation::RepeatableRead);
     for n in 0..20 {
         init.insert(t, &k(n), b"a-initial").unwrap();

@@ -29,7 +29,7 @@ use millrace_metrics::Registry;
 use millrace_redo::Durability;
 use millrace_sys::cpu::{CpuBudget, CpuProbe, CpuSnapshot};
 use millrace_sys::rng::SplitMix64;
-use millrace_trx::{Engine, Isolation, Trx, TrxConfig, TrxError, UndoQuotaPolicy};
+use millrace_trx::{Engine, Isolation, KeyPart, Trx, TrxConfig, TrxError, UndoQuotaPolicy};
 use std::fmt;
 use std::fs::File;
 use std::io::{LineWriter, Write};
@@ -888,7 +888,10 @@ fn run_engine(
     timeseries: Option<Timeseries>,
 ) -> Result<EngineRun, String> {
     let table = engine
-        .create_table(&[vec![(0, K_BYTES)]])
+        .create_table(&[vec![KeyPart::Bytes {
+            offset: 0,
+            len: K_BYTES,
+        }]])
         .map_err(|e| format!("creating the table: {e}"))?;
     let load = load_rows(args.rows, load_threads, "load", |ids, t, loaded, failed| {
         load_ids(engine, table, ids, args.rows, t, loaded, failed)

@@ -12,7 +12,7 @@
 //! serialisation number they need in a second array of slots, which purge
 //! scans for its limit.
 
-use crate::TrxError;
+use crate::error::TrxError;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
