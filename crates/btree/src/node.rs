@@ -1,4 +1,4 @@
-// Whole, though over 800 lines: every function reads or writes the same
+// Long file, one job: every function reads or writes the same
 // slotted-page layout, whose offsets and helpers stay private to it.
 //! The index page ("node") format and the operations on one page.
 //!

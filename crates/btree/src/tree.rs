@@ -1,4 +1,4 @@
-// Whole, though over 800 lines: the cursor (the last part) descends with
+// Long file, one job: the cursor (the last part) descends with
 // `Index`'s private descent (`descend`, `Target`), which a split would have
 // to make crate-visible.
 //! B+tree indexes: lookups, inserts, updates, delete-marks and deletes,

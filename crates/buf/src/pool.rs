@@ -1,4 +1,4 @@
-// Whole, though over 800 lines: the LRU lists are indexed by frame and set
+// Long file, one job: the LRU lists are indexed by frame and set
 // the frames' old flags under the pool's latch order, so they stay with
 // the frames and the pool that owns them.
 //! The buffer pool: frames holding pages, a sharded page hash, an LRU list

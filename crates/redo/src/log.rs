@@ -1,4 +1,4 @@
-// Whole, though over 800 lines: the reservation, writer, flusher and
+// Long file, one job: the reservation, writer, flusher and
 // commit-wait roles all work on `Inner`'s private state; a split by role
 // would first have to make those fields crate-visible.
 //! The redo log: reservation, the log buffer, the writer and flusher roles

@@ -1,4 +1,4 @@
-// One file, though over 800 lines: the probe and the budget it publishes are
+// Long file, one job: the probe and the budget it publishes are
 // under 600; the rest are their tests, which share one fake /proc tree.
 //! The CPU budget: how much CPU this process may really use, container included.
 //!
