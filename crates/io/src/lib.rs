@@ -1,7 +1,7 @@
 //! File access for millrace: every byte the engine reads from or writes to disk goes through
 //! the [`Storage`] / [`StorageFile`] traits defined in this crate.
 //!
-//! The crate owns:
+//! Owns:
 //! - the traits themselves (positional reads and writes, `fdatasync`, length changes);
 //! - [`FsStorage`], the real backend: `pread`/`pwrite`/`fdatasync` on `std::fs::File`, with
 //!   optional `O_DIRECT` (and [`AlignedBuf`] for the aligned buffers that requires);
@@ -12,7 +12,7 @@
 //!
 //! - [`bytes::ByteReader`], the bounds-checked reader every decoder of on-disk bytes uses.
 //!
-//! It must not know about log records, pages, transactions or SQL: it moves bytes at offsets
+//! Must not know about: log records, pages, transactions or SQL. It moves bytes at offsets
 //! in named files, and the meaning of those bytes belongs to the crates above it. Keeping it
 //! that ignorant is what lets the simulated backend stand in for the real one everywhere.
 //!
