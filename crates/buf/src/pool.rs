@@ -5,7 +5,7 @@
 //! with midpoint insertion, a free list, a flush list ordered by oldest
 //! modification, eviction and flushing through the doublewrite area.
 //!
-//! Latch order (docs/design.md): page latches are taken before any pool
+//! Latch order (docs/design.md, "Latch order"): page latches are taken before any pool
 //! mutex and no pool mutex is held while waiting for a page latch. Among
 //! the mutexes: LRU -> hash shard; flush list and free list stand alone;
 //! the doublewrite mutex (one flush batch at a time) is taken before page

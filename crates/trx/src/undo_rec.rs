@@ -1,4 +1,4 @@
-//! Roll pointers and undo records (docs/design.md, "Undo records").
+//! Roll pointers and undo records (docs/design.md, "Undo").
 //!
 //! A roll pointer names an undo record: bit 63 says the record is an insert
 //! (no older version exists), bits 32..62 the undo page's space, bits 16..31
