@@ -4,7 +4,7 @@
 # one line per run (TPS, errors sysbench ignored, FATAL lines), then whether
 # cleanup left tables and whether the server logged errors. A check of the
 # issue's "runs unmodified" across the whole matrix; the CI test
-# (crates/server/tests/sysbench.rs) runs a smaller one.
+# (crates/cli/tests/sysbench.rs) runs a smaller one.
 #
 #   bench/sysbench_matrix.sh                        # about 2 minutes
 #   TABLES=10 ROWS=10000 SECONDS_PER_RUN=10 bench/sysbench_matrix.sh

@@ -28,7 +28,7 @@
 //! undo_quota_policy = "rollback_oldest"   # or "wait_writers"
 //! ```
 
-use millrace_redo::Durability;
+use millrace_trx::Durability;
 use millrace_trx::{TrxConfig, UndoQuotaPolicy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -1,17 +1,19 @@
-//! `millrace`: the command line of the millrace storage engine. Today it runs
-//! benchmarks of the engine's layers (`millrace bench log` drives the redo
-//! log on its own, `millrace bench btree` a sysbench-like table on B+tree
-//! indexes, `millrace bench trx` the same table through transactions),
-//! checks a data directory (`millrace check`), and runs the MySQL-protocol
-//! server (`millrace serve`, settings from flags and millrace.toml: see
-//! `config`).
+//! `millrace`: the command line of the millrace storage engine. It runs
+//! the MySQL-protocol server (`millrace serve`, settings from flags and
+//! millrace.toml: see `millrace_server::config`), benchmarks of the
+//! engine's layers (`millrace bench log|btree|trx`: see millrace-bench) and
+//! the offline check of a data directory (`millrace check`).
+//!
+//! Owns: the command line (subcommands and their dispatch, tracing set-up,
+//! the exit status) and the lines `millrace check` prints.
+//! Must not know about: the protocol, SQL, pages or logs; each subcommand's
+//! flags and work belong to its crate (`ServeArgs`, `BenchCommand`) or, for
+//! `check`, to `millrace_trx::check`.
+//! Depends on: millrace-server, millrace-bench, millrace-trx (the check),
+//! millrace-io and millrace-sys (the check's storage and CPU budget), clap,
+//! tracing-subscriber.
 
-mod bench;
 mod check;
-mod config;
-mod metrics_http;
-mod serve;
-mod stmt_types;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -29,21 +31,21 @@ enum Command {
     /// Measure one layer of the engine.
     Bench {
         #[command(subcommand)]
-        bench: bench::BenchCommand,
+        bench: millrace_bench::BenchCommand,
     },
     /// Check a data directory: every page's checksum, every index's structure.
     Check(check::CheckArgs),
     /// Run the MySQL-protocol server.
-    Serve(serve::ServeArgs),
+    Serve(millrace_server::ServeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let result = match cli.command {
-        Command::Bench { bench } => bench::run(bench),
+        Command::Bench { bench } => millrace_bench::run(bench),
         Command::Check(args) => check::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => millrace_server::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

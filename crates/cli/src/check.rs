@@ -1,16 +1,15 @@
 //! `millrace check`: the integrity check of a data directory. Opens the
 //! store (running crash recovery if it was not shut down cleanly), reads
 //! every page of every tablespace (verifying checksums and ids), checks
-//! every registered B+tree index, and shuts the store down cleanly.
+//! every registered B+tree index, and shuts the store down cleanly; the
+//! work is `millrace_trx::check::check_data_dir`, the lines printed are
+//! this file's.
 
 use clap::Args;
-use millrace_btree::check_store;
-use millrace_buf::store::store_exists;
-use millrace_buf::{PageStore, StoreConfig};
 use millrace_io::{FsStorage, Storage};
-use millrace_metrics::Registry;
 use millrace_sys::cpu::{CpuBudget, CpuProbe};
-use std::path::PathBuf;
+use millrace_trx::check::check_data_dir;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,25 +30,15 @@ pub fn run(args: CheckArgs) -> Result<(), String> {
     let storage: Arc<dyn Storage> = Arc::new(
         FsStorage::new(&args.dir, false).map_err(|e| format!("{}: {e}", args.dir.display()))?,
     );
-    let mut cfg = StoreConfig::default();
-    if !store_exists(&*storage, &cfg.log) {
-        return Err(format!("{} holds no millrace store", args.dir.display()));
-    }
-    cfg.buf.pool_bytes = args.buffer_pool_mb << 20;
-    cfg.cleaner = true;
     let t0 = Instant::now();
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
-    let (store, recovery) = PageStore::open(storage, cfg, cpu, &Registry::new())
-        .map_err(|e| format!("opening {}: {e}", args.dir.display()))?;
-    if let Some(r) = recovery {
-        println!(
-            "recovery: {} redo records from LSN {} to {} ({})",
-            r.records, r.checkpoint_lsn, r.end_lsn, r.stop_reason
-        );
+    let report = check_data_dir(storage, args.buffer_pool_mb << 20, cpu)
+        .map_err(|e| with_dir(&args.dir, e))?;
+    if let Some(r) = &report.recovery {
+        println!("recovery: {r}");
     }
-    let reports = check_store(&store).map_err(|e| format!("CORRUPT: {e}"))?;
     let mut indexes = 0;
-    for sp in &reports {
+    for sp in &report.spaces {
         println!(
             "space {}: {} pages ({} free), every checksum verified",
             sp.space, sp.pages, sp.free_pages
@@ -62,13 +51,24 @@ pub fn run(args: CheckArgs) -> Result<(), String> {
             );
         }
     }
-    store
-        .shutdown()
-        .map_err(|e| format!("shutting down: {e}"))?;
     println!(
         "OK: {} tablespaces, {indexes} indexes checked in {:.1} s",
-        reports.len(),
+        report.spaces.len(),
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The check's error as `millrace check` has always worded it: the two
+/// errors about the directory itself name it ("DIR holds no millrace
+/// store", "opening DIR: ..."); "CORRUPT: ..." and "shutting down: ..."
+/// stand alone.
+fn with_dir(dir: &Path, e: String) -> String {
+    if e == "it holds no millrace store" {
+        format!("{} holds no millrace store", dir.display())
+    } else if let Some(why) = e.strip_prefix("opening: ") {
+        format!("opening {}: {why}", dir.display())
+    } else {
+        e
+    }
 }

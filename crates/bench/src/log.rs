@@ -6,11 +6,13 @@
 //! file system measures what one durable write costs without the log, so
 //! the commit latency can be read against it.
 
-use super::{
-    check_mb, check_registered, counters, durability, measure_window, merge_latency, new_histogram,
-    open_storage, parse_writer_threads, print_machine, print_metrics, validate_seconds, Fields,
-    RunOutput, Window,
+use crate::fields::Fields;
+use crate::measure::{
+    check_registered, counters, measure_window, merge_latency, new_histogram, validate_seconds,
+    Window,
 };
+use crate::output::{print_machine, print_metrics, RunOutput};
+use crate::store::{check_mb, durability, open_storage, parse_writer_threads};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use millrace_io::{AlignedBuf, DIRECT_IO_ALIGN};
