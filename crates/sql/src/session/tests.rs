@@ -1,21 +1,26 @@
 use super::*;
+use crate::catalog::TableSchema;
+use crate::error::SqlError;
+use crate::exec::stored::decode_stored;
+use crate::types::Value;
 use millrace_io::SimStorage;
 use millrace_metrics::Registry;
-use millrace_redo::{Durability, LogConfig, WriterThreads};
 use millrace_sys::cpu::{CpuBudget, CpuSnapshot};
-use millrace_trx::{Engine, TrxConfig};
+use millrace_trx::Isolation;
+use millrace_trx::{Durability, Engine, TrxConfig};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn config() -> TrxConfig {
     let mut cfg = TrxConfig::default();
     cfg.store.buf.page_size = 16384;
     cfg.store.buf.pool_bytes = 16 << 20;
-    cfg.store.log = LogConfig {
-        capacity_bytes: 16 << 20,
-        buffer_bytes: 256 << 10,
-        writer_threads: WriterThreads::Off,
-        durability: Durability::Flush,
-        ..LogConfig::default()
-    };
+    cfg.store.log.capacity_bytes = 16 << 20;
+    cfg.store.log.buffer_bytes = 256 << 10;
+    cfg.store.log.writer_threads = "off".parse().expect("a writer mode");
+    cfg.store.log.durability = Durability::Flush;
     cfg.undo_spaces = Some(2);
     cfg.rsegs = Some(4);
     cfg.lock_wait_timeout_ms = 500;
@@ -214,14 +219,14 @@ fn prepared_statements_and_plan_cache() {
     assert_eq!(code(s.execute(sel, vec![Value::Int(3)])), 1210);
     assert_eq!(code(s.execute(999, vec![])), 1243);
     // Text statements of one shape share a plan.
-    let before = server.plans.lock().unwrap().len();
+    let before = server.plans.len();
     for i in 0..10 {
         assert_eq!(
             rows(s.query(&format!("SELECT v FROM t WHERE id = {i}"))),
             vec![vec![format!("v{i}")]]
         );
     }
-    assert_eq!(server.plans.lock().unwrap().len(), before + 1);
+    assert_eq!(server.plans.len(), before + 1);
     // A plan made before DDL is made again after it.
     ok(s.query("CREATE INDEX vi ON t (v)"));
     assert_eq!(
@@ -411,7 +416,7 @@ fn variables_status_and_virtual_tables() {
         vec![r(&["collation_connection", "latin1_swedish_ci"])]
     );
     ok(s.query("SET GLOBAL innodb_flush_log_at_trx_commit = 2"));
-    assert_eq!(engine.store().log().durability(), Durability::Write);
+    assert_eq!(engine.durability(), Durability::Write);
     ok(s.query("SET GLOBAL innodb_max_purge_lag = 1234"));
     assert_eq!(
         engine.settings().max_purge_lag.load(Ordering::Relaxed),
