@@ -2,8 +2,16 @@
 //! statements against the catalog, counting parameters and noting what
 //! makes the result unfit for the plan cache.
 
-use super::names::SessionInfo;
 use crate::catalog::Catalog;
+use crate::types::Value;
+
+/// What binding needs of the session: values fixed for the statement
+/// (a plan that uses them is `volatile` and never cached).
+pub trait SessionInfo {
+    fn database(&self) -> Option<&str>;
+    fn variable(&self, name: &str) -> Option<Value>;
+    fn function(&self, name: &str) -> Option<Value>;
+}
 
 /// Binds one statement. `params`, `volatile` and `shape_sensitive` say what
 /// binding found; the planner copies them into the plan.

@@ -18,8 +18,8 @@ mod select;
 mod statement;
 mod types;
 
-pub use binder::Binder;
+pub use binder::{Binder, SessionInfo};
 pub use dml::{BoundDelete, BoundInsert, BoundUpdate};
-pub use names::{no_table, object_name, SessionInfo};
+pub use names::{no_table, object_name};
 pub use select::{BoundSelect, Source};
 pub use statement::Bound;

@@ -1,22 +1,13 @@
 //! Name resolution: databases and tables (through the catalog and the
 //! session's current database) and columns in scope.
 
-use super::binder::Binder;
+use super::binder::{Binder, SessionInfo};
 use crate::catalog::TableEntry;
 use crate::error::{unsupported, SqlError};
 use crate::expr::Expr;
-use crate::types::Value;
 use millrace_errcode::{ER_BAD_FIELD_ERROR, ER_NO_DB_ERROR, ER_NO_SUCH_TABLE};
 use sqlparser::ast;
 use std::sync::Arc;
-
-/// What the planner needs of the session: values fixed for the statement
-/// (a plan that uses them is `volatile` and never cached).
-pub trait SessionInfo {
-    fn database(&self) -> Option<&str>;
-    fn variable(&self, name: &str) -> Option<Value>;
-    fn function(&self, name: &str) -> Option<Value>;
-}
 
 pub fn no_table(db: &str, name: &str) -> SqlError {
     SqlError::new(

@@ -1,7 +1,7 @@
 //! Expression evaluation: a bound expression's value for one row (and the
 //! statement's parameters, and after aggregation the aggregates' values).
 
-use super::functions::call;
+use super::functions::{call, overflow};
 use crate::error::SqlError;
 use crate::expr::{BinOp, Expr};
 use crate::types::{as_double, compare_values, truth, Value};
@@ -10,13 +10,6 @@ use std::cmp::Ordering;
 
 pub(crate) fn boolean(b: bool) -> Value {
     Value::Int(i64::from(b))
-}
-
-pub(crate) fn overflow(what: &str) -> SqlError {
-    SqlError::new(
-        ER_DATA_OUT_OF_RANGE,
-        format!("BIGINT value is out of range in '{what}'"),
-    )
 }
 
 fn arith(op: BinOp, a: &Value, b: &Value) -> Result<Value, SqlError> {

@@ -1,10 +1,9 @@
 //! The scalar functions expressions call (CONCAT, LENGTH, ROUND, ...).
 
-use super::eval::overflow;
 use crate::error::SqlError;
 use crate::expr::Func;
 use crate::types::{as_double, truth, Value};
-use millrace_errcode::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT;
+use millrace_errcode::{ER_DATA_OUT_OF_RANGE, ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT};
 
 fn text(v: &Value) -> Vec<u8> {
     v.to_text().unwrap_or_default()
@@ -99,4 +98,12 @@ pub(crate) fn call(f: Func, mut a: Vec<Value>) -> Result<Value, SqlError> {
             }
         }
     })
+}
+
+/// 1690 for an integer result out of the BIGINT range.
+pub(crate) fn overflow(what: &str) -> SqlError {
+    SqlError::new(
+        ER_DATA_OUT_OF_RANGE,
+        format!("BIGINT value is out of range in '{what}'"),
+    )
 }
