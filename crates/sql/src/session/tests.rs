@@ -915,3 +915,50 @@ fn tables_from_before_toast_tables_keep_1118_until_rebuilt() {
     drop(s);
     engine.shutdown().unwrap();
 }
+
+/// Scans longer than one engine batch (primary key and secondary index
+/// ranges, runs of equal secondary keys across batch ends), LIMIT that stops
+/// a scan, and UPDATEs that move rows ahead of their own scan.
+#[test]
+fn scans_span_batches() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server, conn(1));
+    ok(s.query("USE test"));
+    ok(s.query("CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL, KEY k (k))"));
+    let values: Vec<String> = (0..1000).map(|i| format!("({i}, {})", i % 3)).collect();
+    assert_eq!(
+        ok(s.query(&format!("INSERT INTO t VALUES {}", values.join(",")))),
+        1000
+    );
+    let one = |s: &mut Session, q: &str| rows(s.query(q))[0][0].clone();
+    assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t"), "1000");
+    assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t WHERE k = 1"), "333");
+    assert_eq!(
+        one(&mut s, "SELECT SUM(id) FROM t WHERE k BETWEEN 0 AND 2"),
+        "499500"
+    );
+    assert_eq!(
+        one(&mut s, "SELECT COUNT(DISTINCT id) FROM t WHERE k >= 0"),
+        "1000"
+    );
+    assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t WHERE id >= 100"), "900");
+    assert_eq!(
+        rows(s.query("SELECT id FROM t LIMIT 2 OFFSET 700")),
+        vec![r(&["700"]), r(&["701"])]
+    );
+    assert_eq!(
+        rows(s.query("SELECT id FROM t WHERE k = 2 ORDER BY id DESC LIMIT 1")),
+        vec![r(&["998"])]
+    );
+    // Each row changes once, though its new keys lie ahead of the scan.
+    assert_eq!(ok(s.query("UPDATE t SET k = k + 10 WHERE k >= 0")), 1000);
+    assert_eq!(
+        ok(s.query("UPDATE t SET id = id + 5000 WHERE id >= 0")),
+        1000
+    );
+    assert_eq!(one(&mut s, "SELECT MIN(id) FROM t"), "5000");
+    assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t WHERE k = 11"), "333");
+    assert_eq!(ok(s.query("DELETE FROM t WHERE k = 12")), 333);
+    assert_eq!(ok(s.query("DELETE FROM t WHERE id >= 5000 LIMIT 300")), 300);
+    assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t"), "367");
+}
