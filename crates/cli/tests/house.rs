@@ -771,7 +771,7 @@ fn the_checker_finds_a_circle_and_follows_reexports() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The headings of docs/design.md, without a trailing " (`file.rs`)".
+/// The headings of the design document, without a trailing " (`file.rs`)".
 fn design_headings() -> Vec<String> {
     let text = fs::read_to_string(workspace_root().join("docs/design.md")).unwrap();
     text.lines()
@@ -794,16 +794,13 @@ fn every_reference_from_code_to_the_design_names_a_heading() {
     let mut seen = 0;
     for (_, dir) in crate_dirs() {
         for (path, text) in rust_files(&dir) {
-            // Comments wrap: read a reference across line breaks.
+            // References are in comments, which wrap: read a reference
+            // across line breaks.
             let joined: String = text
                 .lines()
-                .map(|l| {
-                    l.trim_start()
-                        .trim_start_matches("//!")
-                        .trim_start_matches("///")
-                        .trim_start_matches("//")
-                        .trim()
-                })
+                .map(str::trim_start)
+                .filter(|l| l.starts_with("//"))
+                .map(|l| l.trim_start_matches('/').trim_start_matches('!').trim())
                 .collect::<Vec<_>>()
                 .join(" ");
             let mut from = 0;

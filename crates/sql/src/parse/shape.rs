@@ -8,7 +8,7 @@
 //! literals, `?` or `@` in the text, numbers glued to words) has no shape
 //! and is parsed and planned every time.
 
-use crate::plan::number;
+use super::literal::number;
 use crate::types::Value;
 
 /// Statements longer than this are not cached (a bulk INSERT of thousands

@@ -25,8 +25,8 @@
 //! compare like the tuples. Encodings are canonical: each value has exactly
 //! one, and the decoder rejects everything else.
 
+use crate::error::CodecError;
 use crate::types::{scalar, ColumnType, DateTime, Scalar, Value};
-use crate::CodecError;
 
 const GROUP: usize = 8;
 const MARKER_FULL: u8 = 0xFF;

@@ -30,10 +30,9 @@
 //! possible row is over the inline limit and that have a column whose values
 //! can reach [`MIN_OUT_OF_LINE`] bytes; the others never hold a pointer.
 
-use crate::catalog::TableSchema;
-use crate::row::{max_encoded_bytes, max_value_bytes, ExternalRef, EXTERNAL_REF_BYTES};
+use super::row::{max_encoded_bytes, max_value_bytes, ExternalRef, EXTERNAL_REF_BYTES};
+use crate::error::{engine_err, SqlError};
 use crate::types::{scalar, ColumnType, Value};
-use crate::SqlError;
 use millrace_errcode::{ER_TABLE_CORRUPT, ER_TOO_BIG_ROWSIZE};
 use millrace_trx::{Engine, LockMode, Trx, TrxError};
 use std::ops::Bound;
@@ -60,18 +59,17 @@ pub(crate) fn chunk_bytes(page_size: usize) -> usize {
     c
 }
 
-/// Whether a table of schema `s` needs a toast table (see the module
-/// comment).
-pub(crate) fn needs_toast(s: &TableSchema, page_size: usize) -> bool {
-    let longest_row = s
-        .columns
+/// Whether a table with columns of `types` needs a toast table (see the
+/// module comment).
+pub(crate) fn needs_toast(types: &[ColumnType], page_size: usize) -> bool {
+    let longest_row = types
         .iter()
-        .map(|c| max_encoded_bytes(&c.ty))
-        .fold(3 + s.columns.len().div_ceil(8), usize::saturating_add);
+        .map(max_encoded_bytes)
+        .fold(3 + types.len().div_ceil(8), usize::saturating_add);
     longest_row > inline_limit(page_size)
-        && s.columns
+        && types
             .iter()
-            .any(|c| max_value_bytes(&c.ty).is_some_and(|m| m >= MIN_OUT_OF_LINE))
+            .any(|ty| max_value_bytes(ty).is_some_and(|m| m >= MIN_OUT_OF_LINE))
 }
 
 /// The columns of `row` to move out of line (ascending), given the stored
@@ -125,10 +123,6 @@ fn damaged(r: &ExternalRef, what: impl std::fmt::Display) -> SqlError {
         ER_TABLE_CORRUPT,
         format!("row data damaged: out-of-line value {}: {what}", r.id),
     )
-}
-
-fn engine_err(e: TrxError) -> SqlError {
-    SqlError::new(e.mysql_code(), e.to_string())
 }
 
 /// Hands out the next value id of toast table `toast` from `counter` (the

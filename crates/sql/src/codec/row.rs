@@ -29,8 +29,8 @@
 //! follow the last column. Where the chunks of an out-of-line value live (the
 //! table's toast table) is the session's business (`toast.rs`).
 
+use crate::error::CodecError;
 use crate::types::{scalar, ColumnType, DateTime, Scalar, Value};
-use crate::CodecError;
 use millrace_io::bytes::{ByteReader, Truncated};
 
 /// The version of a row whose values are all inline.

@@ -1,0 +1,12 @@
+//! Parsing: SQL text to sqlparser's AST (MySQL dialect), and statement
+//! shapes, the key of the plan cache for text statements.
+//!
+//! Files: `parser` (one statement of a query; placeholders), `literal`
+//! (literals to values), `shape` (literals lifted out of a statement's text).
+
+mod literal;
+mod parser;
+pub mod shape;
+
+pub use literal::{literal, number};
+pub use parser::{count_placeholders, parse};

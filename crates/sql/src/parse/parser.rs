@@ -1,0 +1,33 @@
+//! The parser: sqlparser with its MySQL dialect, one statement per query.
+
+use crate::error::{err_parse, unsupported, SqlError};
+use millrace_errcode::ER_EMPTY_QUERY;
+use sqlparser::ast;
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+/// The one statement of `sql`.
+pub fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(err_parse)?;
+    match stmts.len() {
+        0 => Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty")),
+        1 => Ok(stmts.pop().expect("one")),
+        _ => Err(unsupported("several statements in one query")),
+    }
+}
+
+/// `?` outside quotes, backquotes and comments.
+pub fn count_placeholders(sql: &str) -> usize {
+    let mut n = 0;
+    let mut quote = None;
+    for c in sql.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            None if c == '?' => n += 1,
+            None => {}
+        }
+    }
+    n
+}

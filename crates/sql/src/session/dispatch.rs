@@ -1,0 +1,304 @@
+//! The session's entry points (COM_QUERY, COM_STMT_PREPARE/EXECUTE/CLOSE,
+//! COM_INIT_DB) and the dispatch of a statement to the stage that runs it:
+//! planned statements (SELECT, INSERT, UPDATE, DELETE) through the plan
+//! caches to `run_plan`; the others to transaction control, `ddl` or
+//! `mysql` (SET, SHOW, DESCRIBE).
+
+use super::state::Session;
+use crate::ddl::{self, DdlContext};
+use crate::error::{unsupported, SqlError};
+use crate::exec::Output;
+use crate::mysql::set::{self, SetContext};
+use crate::mysql::show::{self, ShowContext};
+use crate::parse::{count_placeholders, parse, shape};
+use crate::plan::{self, PlanCache, Prepared};
+use crate::types::{OutColumn, Value};
+use millrace_errcode::{
+    ER_BAD_DB_ERROR, ER_EMPTY_QUERY, ER_NEED_REPREPARE, ER_TABLE_DEF_CHANGED,
+    ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS,
+};
+use millrace_trx::Isolation;
+use sqlparser::ast;
+use std::sync::Arc;
+
+impl Session {
+    /// COM_INIT_DB and `USE db`.
+    pub fn init_db(&mut self, db: &str) -> Result<Output, SqlError> {
+        if !self.server.catalog.has_database(db)
+            && !db.eq_ignore_ascii_case("information_schema")
+            && !db.eq_ignore_ascii_case("performance_schema")
+        {
+            return Err(SqlError::new(
+                ER_BAD_DB_ERROR,
+                format!("Unknown database '{db}'"),
+            ));
+        }
+        self.database = Some(db.to_string());
+        Ok(Output::ok())
+    }
+
+    /// COM_QUERY.
+    pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
+        let sql = sql.trim().trim_end_matches(';').trim_end();
+        if sql.is_empty() {
+            return Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty"));
+        }
+        if let Some((shape, literals)) = shape::shape(sql) {
+            let key = PlanCache::key(self.database.as_deref(), &shape);
+            let server = self.server.clone();
+            let plan = match server.plans.get(&key, server.catalog.version()) {
+                Some(p) => Some(p),
+                None => match parse(&shape)
+                    .ok()
+                    .map(|stmt| plan::plan(&server.catalog, self, &stmt))
+                {
+                    Some(Ok(Some(p)))
+                        if !p.volatile && !p.shape_sensitive && p.params == literals.len() =>
+                    {
+                        let p = Arc::new(p);
+                        server.plans.put(key, p.clone());
+                        Some(p)
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(plan) = plan {
+                // None: the catalog changed under the plan; plan again below.
+                if let Some(out) = self.run_plan(&plan, &literals)? {
+                    return Ok(out);
+                }
+            }
+        }
+        let stmt = parse(sql)?;
+        self.statement(&stmt, &[])
+    }
+
+    /// COM_STMT_PREPARE: (statement id, parameter count, result columns).
+    pub fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<OutColumn>), SqlError> {
+        let sql = sql.trim().trim_end_matches(';').trim_end();
+        let stmt = parse(sql)?;
+        let plan = plan::plan(&self.server.catalog, self, &stmt)?;
+        let (params, columns, plan) = match plan {
+            Some(p) => (p.params, p.columns().to_vec(), Some(Arc::new(p))),
+            None => {
+                if count_placeholders(sql) > 0 {
+                    return Err(SqlError::new(
+                        ER_UNSUPPORTED_PS,
+                        "This command is not supported in the prepared statement protocol yet",
+                    ));
+                }
+                (0, vec![], None)
+            }
+        };
+        let id = self.next_stmt_id;
+        self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+        self.prepared.insert(
+            id,
+            Prepared {
+                sql: sql.to_string(),
+                stmt,
+                plan,
+                params,
+            },
+        );
+        Ok((id, params, columns))
+    }
+
+    /// COM_STMT_EXECUTE.
+    pub fn execute(&mut self, id: u32, params: Vec<Value>) -> Result<Output, SqlError> {
+        let Some(p) = self.prepared.get(&id) else {
+            return Err(SqlError::new(
+                ER_UNKNOWN_STMT_HANDLER,
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            ));
+        };
+        if params.len() != p.params {
+            return Err(SqlError::new(
+                ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to mysqld_stmt_execute",
+            ));
+        }
+        let Some(plan) = p.plan.clone() else {
+            let stmt = p.stmt.clone();
+            return self.statement(&stmt, &params);
+        };
+        if !plan.volatile {
+            if let Some(out) = self.run_plan(&plan, &params)? {
+                return Ok(out);
+            }
+        }
+        // Volatile, or planned against an older catalog: plan again.
+        let sql = self
+            .prepared
+            .get(&id)
+            .map(|p| p.sql.clone())
+            .unwrap_or_default();
+        let fresh = plan::plan(&self.server.catalog, self, &parse(&sql)?)?
+            .ok_or_else(|| unsupported("a statement that changed kind"))?;
+        let fresh = Arc::new(fresh);
+        if !fresh.volatile {
+            if let Some(p) = self.prepared.get_mut(&id) {
+                p.plan = Some(fresh.clone());
+            }
+        }
+        for _ in 0..3 {
+            if let Some(out) = self.run_plan(&fresh, &params)? {
+                return Ok(out);
+            }
+        }
+        Err(SqlError::new(
+            ER_NEED_REPREPARE,
+            "Prepared statement needs to be re-prepared",
+        ))
+    }
+
+    /// COM_STMT_CLOSE.
+    pub fn close(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+
+    /// Executes a parsed statement.
+    pub(super) fn statement(
+        &mut self,
+        stmt: &ast::Statement,
+        params: &[Value],
+    ) -> Result<Output, SqlError> {
+        for _ in 0..3 {
+            let planned = plan::plan(&self.server.catalog, self, stmt)?;
+            if let Some(plan) = planned {
+                if let Some(out) = self.run_plan(&plan, params)? {
+                    return Ok(out);
+                }
+                continue;
+            }
+            return self.other(stmt);
+        }
+        Err(SqlError::new(
+            ER_TABLE_DEF_CHANGED,
+            "Table definition has changed, please retry transaction",
+        ))
+    }
+
+    /// Statements that are not planned: DDL, SET, SHOW, USE, transactions.
+    fn other(&mut self, stmt: &ast::Statement) -> Result<Output, SqlError> {
+        use ast::Statement as S;
+        match stmt {
+            S::StartTransaction { .. } => {
+                self.end_trx(true)?;
+                self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+                self.explicit = true;
+                Ok(Output::ok())
+            }
+            S::Commit { .. } => {
+                self.end_trx(true)?;
+                Ok(Output::ok())
+            }
+            S::Rollback {
+                savepoint: None, ..
+            } => {
+                self.end_trx(false)?;
+                Ok(Output::ok())
+            }
+            S::Use(u) => {
+                let name = match u {
+                    ast::Use::Object(n)
+                    | ast::Use::Database(n)
+                    | ast::Use::Schema(n)
+                    | ast::Use::Catalog(n) => n.to_string(),
+                    other => return Err(unsupported(other)),
+                };
+                self.init_db(name.trim_matches('`'))
+            }
+            S::Set(s) => {
+                let server = self.server.clone();
+                let cx = SetContext {
+                    catalog: &server.catalog,
+                    started: server.started,
+                };
+                set::set(self, &cx, s)
+            }
+            S::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                self.end_trx(true)?;
+                let db = db_name.to_string().trim_matches('`').to_string();
+                ddl::create_database(&self.ddl_context(), &db, *if_not_exists)
+            }
+            S::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                self.end_trx(true)?;
+                let db = schema_name.to_string().trim_matches('`').to_string();
+                ddl::create_database(&self.ddl_context(), &db, *if_not_exists)
+            }
+            S::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => {
+                self.end_trx(true)?;
+                match object_type {
+                    ast::ObjectType::Table => {
+                        ddl::drop_tables(&self.ddl_context(), names, *if_exists)
+                    }
+                    ast::ObjectType::Schema | ast::ObjectType::Database => {
+                        let db = names
+                            .first()
+                            .map(|n| n.to_string().trim_matches('`').to_string())
+                            .unwrap_or_default();
+                        let out = ddl::drop_database(&self.ddl_context(), &db, *if_exists)?;
+                        if self.database.as_deref() == Some(db.as_str()) {
+                            self.database = None;
+                        }
+                        Ok(out)
+                    }
+                    other => Err(unsupported(format!("DROP {other}"))),
+                }
+            }
+            S::CreateTable(ct) => {
+                self.end_trx(true)?;
+                ddl::create_table(&self.ddl_context(), ct)
+            }
+            S::CreateIndex(ci) => {
+                self.end_trx(true)?;
+                let name = ci
+                    .name
+                    .as_ref()
+                    .map(|n| n.to_string().trim_matches('`').to_string());
+                ddl::create_index(
+                    &self.ddl_context(),
+                    &ci.table_name,
+                    name,
+                    &ci.columns,
+                    ci.unique,
+                )
+            }
+            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(Output::ok()),
+            S::Query(_) | S::Insert(_) | S::Update { .. } | S::Delete(_) => {
+                unreachable!("planned statements do not get here")
+            }
+            other => {
+                let cx = ShowContext {
+                    catalog: &self.server.catalog,
+                    started: self.server.started,
+                    session: self,
+                    vars: &self.vars,
+                };
+                show::show(&cx, other)?.ok_or_else(|| unsupported(other))
+            }
+        }
+    }
+
+    fn ddl_context(&self) -> DdlContext<'_> {
+        DdlContext {
+            catalog: &self.server.catalog,
+            session: self,
+            lock_timeout: self.lock_timeout(),
+        }
+    }
+}

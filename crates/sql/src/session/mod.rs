@@ -1,0 +1,29 @@
+//! A client session: its database, settings, transaction and prepared
+//! statements, and the dispatch of each statement to the stage that runs it
+//! (parse -> bind -> plan -> exec/write; ddl; mysql). Nothing below the
+//! session knows of it: the stages get explicit contexts.
+//!
+//! Transactions: with autocommit on, each statement runs in its own engine
+//! transaction, committed at its end (or rolled back on an error); BEGIN /
+//! START TRANSACTION opens an explicit one (committing an open one first, as
+//! MySQL does). A failed statement inside a transaction is undone alone
+//! (statement savepoint); a deadlock rolls the whole transaction back.
+//! Tables used by a transaction hold a shared metadata lock until it ends.
+//!
+//! Files: `server` (state shared by sessions), `state` (a session's state),
+//! `transaction` (its transaction and metadata locks), `dispatch` (entry
+//! points, statements that are not planned), `run` (running a plan).
+
+mod dispatch;
+mod run;
+mod server;
+mod state;
+mod transaction;
+
+pub use crate::exec::Output;
+pub use crate::mysql::{SERVER_VERSION, VERSION_COMMENT};
+pub use server::Server;
+pub use state::{ConnInfo, Session};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+//! A session's state: who is connected, its current database, settings,
+//! transaction, metadata locks held and prepared statements; and what the
+//! stages below read of it (`SessionInfo` for binding, `SessionSettings`
+//! for SET).
+
+use super::server::Server;
+use crate::bind::SessionInfo;
+use crate::catalog::TableEntry;
+use crate::error::SqlError;
+use crate::mysql::functions::{session_function, Caller};
+use crate::mysql::set::SessionSettings;
+use crate::mysql::variables::session_variables;
+use crate::mysql::SessionVars;
+use crate::plan::Prepared;
+use crate::types::Value;
+use millrace_trx::Trx;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Who is connected: fixed for the life of the connection.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub connection_id: u32,
+    pub user: String,
+    /// The client's host as MySQL names it in `USER()`.
+    pub host: String,
+}
+
+pub struct Session {
+    pub(super) server: Arc<Server>,
+    pub(super) conn: ConnInfo,
+    pub(super) database: Option<String>,
+    pub(super) vars: SessionVars,
+    pub(super) trx: Option<Trx>,
+    /// BEGIN / START TRANSACTION (or autocommit off) opened `trx`.
+    pub(super) explicit: bool,
+    /// Tables whose shared metadata lock the transaction holds.
+    pub(super) held: Vec<Arc<TableEntry>>,
+    pub(super) last_insert_id: u64,
+    pub(super) prepared: HashMap<u32, Prepared>,
+    pub(super) next_stmt_id: u32,
+}
+
+impl Session {
+    pub fn new(server: Arc<Server>, conn: ConnInfo) -> Session {
+        Session {
+            server,
+            conn,
+            database: None,
+            vars: SessionVars::default(),
+            trx: None,
+            explicit: false,
+            held: Vec::new(),
+            last_insert_id: 0,
+            prepared: HashMap::new(),
+            next_stmt_id: 1,
+        }
+    }
+
+    pub fn autocommit(&self) -> bool {
+        self.vars.autocommit
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.explicit && self.trx.is_some()
+    }
+
+    pub(super) fn lock_timeout(&self) -> Duration {
+        Duration::from_millis(
+            self.server
+                .engine()
+                .settings()
+                .lock_wait_timeout_ms
+                .load(Ordering::Relaxed),
+        )
+    }
+
+    /// The system variables the session reports, sorted by name.
+    pub fn variables(&self) -> Vec<(String, Value)> {
+        session_variables(&self.vars, self.server.engine(), self.server.started)
+    }
+}
+
+impl SessionInfo for Session {
+    fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    fn variable(&self, name: &str) -> Option<Value> {
+        self.variables()
+            .into_iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    fn function(&self, name: &str) -> Option<Value> {
+        let caller = Caller {
+            database: self.database.as_deref(),
+            user: &self.conn.user,
+            host: &self.conn.host,
+            connection_id: self.conn.connection_id,
+            last_insert_id: self.last_insert_id,
+        };
+        session_function(&caller, name)
+    }
+}
+
+impl SessionSettings for Session {
+    fn settings(&mut self) -> &mut SessionVars {
+        &mut self.vars
+    }
+
+    fn info(&self) -> &dyn SessionInfo {
+        self
+    }
+
+    fn commit(&mut self) -> Result<(), SqlError> {
+        self.end_trx(true)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A connection that goes away rolls back what it left open.
+        let _ = self.end_trx(false);
+    }
+}

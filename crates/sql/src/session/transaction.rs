@@ -1,0 +1,52 @@
+//! The session's transaction: begun at a statement's need (explicit with
+//! autocommit off), ended by COMMIT/ROLLBACK, autocommit or DDL; and the
+//! shared metadata locks of the tables it used, held until it ends.
+
+use super::state::Session;
+use crate::catalog::TableEntry;
+use crate::error::{engine_err, SqlError};
+use millrace_trx::{Isolation, Trx};
+use std::sync::Arc;
+
+impl Session {
+    pub(super) fn trx(&mut self) -> &Trx {
+        if self.trx.is_none() {
+            self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+            if !self.vars.autocommit {
+                self.explicit = true;
+            }
+        }
+        self.trx.as_ref().expect("just begun")
+    }
+
+    fn release_mdl(&mut self) {
+        for e in self.held.drain(..) {
+            e.mdl.release_shared();
+        }
+    }
+
+    pub(super) fn end_trx(&mut self, commit: bool) -> Result<(), SqlError> {
+        let r = match self.trx.take() {
+            Some(t) if commit => t.commit().map_err(engine_err),
+            Some(t) => t.rollback().map_err(engine_err),
+            None => Ok(()),
+        };
+        self.explicit = false;
+        self.release_mdl();
+        r
+    }
+
+    /// Takes the table's shared metadata lock for the transaction; false
+    /// when the catalog changed meanwhile (the plan must be made again).
+    pub(super) fn use_table(
+        &mut self,
+        e: &Arc<TableEntry>,
+        version: u64,
+    ) -> Result<bool, SqlError> {
+        if !self.held.iter().any(|h| Arc::ptr_eq(h, e)) {
+            e.mdl.shared(self.lock_timeout())?;
+            self.held.push(e.clone());
+        }
+        Ok(version == self.server.catalog.version())
+    }
+}
