@@ -29,7 +29,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every connection shares.
 pub(crate) struct Shared {
-    pub(crate) sql: Arc<millrace_sql::Server>,
+    pub(crate) sql: Arc<millrace_sql::Instance>,
     /// SHA1(SHA1(password)), MySQL's stored form; `None`: empty password.
     pub(crate) password_stage2: Option<[u8; 20]>,
     pub(crate) max_connections: usize,

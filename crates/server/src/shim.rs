@@ -23,7 +23,7 @@ use tokio::io::AsyncWrite;
 pub(crate) struct Shim {
     /// Parameter counts and types of this connection's prepared statements.
     pub(crate) stmt_types: Arc<Mutex<StmtTypes>>,
-    pub(crate) sql: Arc<millrace_sql::Server>,
+    pub(crate) sql: Arc<millrace_sql::Instance>,
     /// SHA1(SHA1(password)) of user root; `None`: empty password.
     pub(crate) password_stage2: Option<[u8; 20]>,
     pub(crate) conn_id: u32,

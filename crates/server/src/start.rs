@@ -131,7 +131,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let cpu = CpuBudget::start(CpuProbe::system(), Duration::from_secs(1));
     let engine = Engine::open(storage, settings.engine.clone(), cpu, Registry::new())
         .map_err(|e| format!("opening {}: {e}", dir.display()))?;
-    let sql = millrace_sql::Server::open(engine.clone())
+    let sql = millrace_sql::Instance::open(engine.clone())
         .map_err(|e| format!("opening the catalog in {}: {}", dir.display(), e.message))?;
     say!(
         "millrace {}: data directory {} open in {:.1} s; {}",
@@ -179,7 +179,7 @@ async fn serve(
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     password: String,
-    sql: Arc<millrace_sql::Server>,
+    sql: Arc<millrace_sql::Instance>,
 ) -> Result<(), String> {
     // Handlers first: a signal that arrives once we listen must stop us
     // cleanly, not kill us.

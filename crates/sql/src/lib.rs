@@ -56,5 +56,5 @@ pub use codec::{
 pub use codec::{keycode, row};
 pub use error::{CodecError, SqlError};
 pub use parse::shape;
-pub use session::{ConnInfo, Output, Server, Session, SERVER_VERSION, VERSION_COMMENT};
+pub use session::{ConnInfo, Instance, Output, Session, SERVER_VERSION, VERSION_COMMENT};
 pub use types::{compare, ColumnType, DateTime, Value, ValueError};

@@ -5,7 +5,7 @@
 
 use millrace_io::SimStorage;
 use millrace_metrics::Registry;
-use millrace_sql::{ConnInfo, Output, Server, Session, Value};
+use millrace_sql::{ConnInfo, Instance, Output, Session, Value};
 use millrace_sys::cpu::{CpuBudget, CpuSnapshot};
 use millrace_trx::{Durability, Engine, TrxConfig};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ fn session() -> Session {
     cfg.store.log.durability = Durability::Write;
     let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
     let engine = Engine::open(Arc::new(SimStorage::new()), cfg, cpu, Registry::new()).unwrap();
-    let server = Server::open(engine).unwrap();
+    let server = Instance::open(engine).unwrap();
     let conn = ConnInfo {
         connection_id: 1,
         user: "root".into(),

@@ -29,7 +29,7 @@ pub(super) fn open_and_run_engine(
     cpu: &Arc<CpuBudget>,
     registry: &Registry,
     load_threads: u32,
-) -> Result<(Engine, bool), String> {
+) -> Result<(TreeRun, bool), String> {
     let storage = open_storage(run_dir, false)?;
     let config = store_config(
         args.page_size,
@@ -219,7 +219,7 @@ pub(super) fn worker_loop<T: Table>(
 }
 
 /// The engine's part of the output.
-pub(super) struct Engine {
+pub(super) struct TreeRun {
     pub(super) load: Loaded,
     /// Pages of the system space and the table's space after the load.
     pub(super) data_bytes: u64,
@@ -231,7 +231,7 @@ pub(super) fn run_engine(
     store: &PageStore,
     registry: &Registry,
     load_threads: u32,
-) -> Result<Engine, String> {
+) -> Result<TreeRun, String> {
     let table = EngineTable::create(store)?;
     let log = store.log();
     log.set_durability(Durability::Lazy);
@@ -260,7 +260,7 @@ pub(super) fn run_engine(
         (pages * store.pool().page_size() as u64) as f64 / MIB
     );
     table.check(workload.rows_now(), measured.all_races)?;
-    Ok(Engine {
+    Ok(TreeRun {
         load,
         data_bytes,
         measured,

@@ -2,7 +2,7 @@
 //! (settings, results, more settings) and the readable table.
 
 use super::args::{BtreeArgs, Op};
-use super::ops::{open_and_run_engine, run_baseline, Baseline, Engine};
+use super::ops::{open_and_run_engine, run_baseline, Baseline, TreeRun};
 use crate::fields::Fields;
 use crate::measure::MIB;
 use crate::output::{print_machine, print_metrics, print_settings};
@@ -28,7 +28,7 @@ struct Report<'a> {
     machine: CpuSnapshot,
     load_threads: u32,
     dedicated_writer_threads: bool,
-    engine: Engine,
+    engine: TreeRun,
     baseline: Option<Baseline>,
 }
 

@@ -20,7 +20,7 @@ pub trait SessionSettings {
     fn commit(&mut self) -> Result<(), SqlError>;
 }
 
-/// Server-wide state SET reads.
+/// Instance-wide state SET reads.
 pub struct SetContext<'a> {
     pub catalog: &'a Catalog,
     pub started: Instant,

@@ -15,14 +15,14 @@
 //! points, statements that are not planned), `run` (running a plan).
 
 mod dispatch;
+mod instance;
 mod run;
-mod server;
 mod state;
 mod transaction;
 
 pub use crate::exec::Output;
 pub use crate::mysql::{SERVER_VERSION, VERSION_COMMENT};
-pub use server::Server;
+pub use instance::Instance;
 pub use state::{ConnInfo, Session};
 
 #[cfg(test)]

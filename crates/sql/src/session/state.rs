@@ -3,7 +3,7 @@
 //! stages below read of it (`SessionInfo` for binding, `SessionSettings`
 //! for SET).
 
-use super::server::Server;
+use super::instance::Instance;
 use crate::bind::SessionInfo;
 use crate::catalog::TableEntry;
 use crate::error::SqlError;
@@ -29,7 +29,7 @@ pub struct ConnInfo {
 }
 
 pub struct Session {
-    pub(super) server: Arc<Server>,
+    pub(super) server: Arc<Instance>,
     pub(super) conn: ConnInfo,
     pub(super) database: Option<String>,
     pub(super) vars: SessionVars,
@@ -44,7 +44,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(server: Arc<Server>, conn: ConnInfo) -> Session {
+    pub fn new(server: Arc<Instance>, conn: ConnInfo) -> Session {
         Session {
             server,
             conn,

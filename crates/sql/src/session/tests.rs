@@ -27,10 +27,10 @@ fn config() -> TrxConfig {
     cfg
 }
 
-fn open(storage: Arc<SimStorage>) -> (Arc<Engine>, Arc<Server>) {
+fn open(storage: Arc<SimStorage>) -> (Arc<Engine>, Arc<Instance>) {
     let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
     let engine = Engine::open(storage, config(), cpu, Registry::new()).expect("engine open");
-    let server = Server::open(engine.clone()).expect("catalog open");
+    let server = Instance::open(engine.clone()).expect("catalog open");
     (engine, server)
 }
 
@@ -482,7 +482,7 @@ fn bytes(v: Vec<u8>) -> Value {
     Value::Bytes(v)
 }
 
-fn schema_of(server: &Server, db: &str, table: &str) -> Arc<TableSchema> {
+fn schema_of(server: &Instance, db: &str, table: &str) -> Arc<TableSchema> {
     server.catalog.table(db, table).unwrap().schema.clone()
 }
 
