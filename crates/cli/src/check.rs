@@ -8,7 +8,7 @@
 use clap::Args;
 use millrace_io::{FsStorage, Storage};
 use millrace_sys::cpu::{CpuBudget, CpuProbe};
-use millrace_trx::check::check_data_dir;
+use millrace_trx::check::{check_data_dir, CheckError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,16 +59,12 @@ pub fn run(args: CheckArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The check's error as `millrace check` has always worded it: the two
-/// errors about the directory itself name it ("DIR holds no millrace
-/// store", "opening DIR: ..."); "CORRUPT: ..." and "shutting down: ..."
-/// stand alone.
-fn with_dir(dir: &Path, e: String) -> String {
-    if e == "it holds no millrace store" {
-        format!("{} holds no millrace store", dir.display())
-    } else if let Some(why) = e.strip_prefix("opening: ") {
-        format!("opening {}: {why}", dir.display())
-    } else {
-        e
+/// The check's error as `millrace check` words it: the errors about the
+/// directory itself name it.
+fn with_dir(dir: &Path, e: CheckError) -> String {
+    match e {
+        CheckError::NoStore => format!("{} holds no millrace store", dir.display()),
+        CheckError::Open(why) => format!("opening {}: {why}", dir.display()),
+        e => e.to_string(),
     }
 }

@@ -22,31 +22,54 @@ pub struct DataDirReport {
     pub spaces: Vec<SpaceReport>,
 }
 
+/// Why a check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    /// The directory holds no millrace store.
+    NoStore,
+    /// Opening the store (and recovering it) failed.
+    Open(String),
+    /// A page or an index is damaged.
+    Corrupt(String),
+    /// The clean shutdown after the check failed.
+    Shutdown(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoStore => write!(f, "no millrace store"),
+            Self::Open(e) => write!(f, "opening: {e}"),
+            Self::Corrupt(e) => write!(f, "CORRUPT: {e}"),
+            Self::Shutdown(e) => write!(f, "shutting down: {e}"),
+        }
+    }
+}
+
 /// Checks the store in `storage` with a buffer pool of `pool_bytes`.
-/// An error says what is wrong; a damaged page or index is "CORRUPT: ...".
 pub fn check_data_dir(
     storage: Arc<dyn Storage>,
     pool_bytes: usize,
     cpu: Arc<CpuBudget>,
-) -> Result<DataDirReport, String> {
+) -> Result<DataDirReport, CheckError> {
     let mut cfg = StoreConfig::default();
     if !store_exists(&*storage, &cfg.log) {
-        return Err("it holds no millrace store".into());
+        return Err(CheckError::NoStore);
     }
     cfg.buf.pool_bytes = pool_bytes;
     cfg.cleaner = true;
     let (store, recovery) = PageStore::open(storage, cfg, cpu, &Registry::new())
-        .map_err(|e| format!("opening: {e}"))?;
+        .map_err(|e| CheckError::Open(e.to_string()))?;
     let recovery = recovery.map(|r| {
         format!(
             "{} redo records from LSN {} to {} ({})",
             r.records, r.checkpoint_lsn, r.end_lsn, r.stop_reason
         )
     });
-    let spaces = check_store(&store).map_err(|e| format!("CORRUPT: {e}"));
+    let spaces = check_store(&store).map_err(|e| CheckError::Corrupt(e.to_string()));
     store
         .shutdown()
-        .map_err(|e| format!("shutting down: {e}"))?;
+        .map_err(|e| CheckError::Shutdown(e.to_string()))?;
     Ok(DataDirReport {
         recovery,
         spaces: spaces?,
