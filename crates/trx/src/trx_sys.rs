@@ -8,7 +8,9 @@
 //! PENDING one. Because a slot is marked before the counter moves, a view
 //! that read a counter value after a transaction's id was handed out also
 //! sees that transaction's slot (SeqCst order). Commit uses the same trick
-//! for the serialisation number. Read views register the oldest
+//! for the serialisation number; a view reads each slot's number before its
+//! id, which leaving the active set clears first, so a transaction a view
+//! counts active has its number counted too. Read views register the oldest
 //! serialisation number they need in a second array of slots, which purge
 //! scans for its limit.
 
@@ -157,6 +159,8 @@ impl TrxSys {
     }
 
     /// The transaction is committed (or rolled back): new views see it.
+    /// The id is cleared before the number (`open_view` reads them in the
+    /// other order).
     pub fn deregister(&self, id: TrxId, slot: usize) {
         let s = &self.slots[slot];
         s.id.store(0, Ordering::SeqCst);
@@ -203,13 +207,20 @@ impl TrxSys {
         let low_limit_id = self.next_id.load(Ordering::SeqCst);
         let mut active = Vec::new();
         for s in self.slots.iter() {
-            let id = spin_load(&s.id);
-            if id != 0 && id < low_limit_id && id != creator {
-                active.push(id);
-            }
+            // The number before the id: `deregister` clears the id first,
+            // so a transaction counted active here also has its number
+            // counted. (Id first, a transaction leaving the active set
+            // between the two loads would be active to this view with its
+            // number missed, and purge could free undo this view follows.)
             let no = spin_load(&s.no);
             if no != 0 {
                 low_limit_no = low_limit_no.min(no);
+            }
+            #[cfg(test)]
+            between_slot_loads(s);
+            let id = spin_load(&s.id);
+            if id != 0 && id < low_limit_id && id != creator {
+                active.push(id);
             }
         }
         active.sort_unstable();
@@ -277,10 +288,60 @@ impl TrxSys {
     }
 }
 
+/// A test's hook run by `open_view` between its two loads of one
+/// transaction slot (on the thread that set it).
+#[cfg(test)]
+type SlotHook = Box<dyn FnMut(&TrxSlot)>;
+#[cfg(test)]
+thread_local! {
+    static SLOT_HOOK: std::cell::RefCell<Option<SlotHook>> = std::cell::RefCell::new(None);
+}
+#[cfg(test)]
+fn between_slot_loads(slot: &TrxSlot) {
+    SLOT_HOOK.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(slot)
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::sync::Arc;
+
+    /// A transaction that leaves the active set while a view is between its
+    /// two loads of the transaction's slot: the view may count it active
+    /// only if it also counts its serialisation number, or purge would free
+    /// undo that the view follows (sysbench: "undo page ... is damaged").
+    #[test]
+    fn a_view_that_counts_a_trx_active_holds_purge_below_its_number() {
+        let sys = Arc::new(TrxSys::new(1, 1, 16));
+        let (id, slot) = sys.register().unwrap();
+        let no = sys.assign_no(slot);
+        let s2 = sys.clone();
+        let mut fired = false;
+        SLOT_HOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |s| {
+                if std::ptr::eq(s, &s2.slots[slot]) && !fired {
+                    fired = true;
+                    s2.deregister(id, slot);
+                }
+            }))
+        });
+        let v = sys.open_view(0).unwrap();
+        SLOT_HOOK.with(|h| *h.borrow_mut() = None);
+        if !v.sees(id) {
+            assert!(
+                v.low_limit_no <= no,
+                "the view counts trx {id} active but its limit {} passed its number {no}",
+                v.low_limit_no
+            );
+            assert!(sys.purge_limit_no() <= no);
+        }
+        sys.close_view(&v);
+    }
 
     #[test]
     fn views_see_committed_not_active() {
@@ -329,13 +390,16 @@ mod tests {
     fn snapshot_rules_hold_under_concurrency() {
         let sys = Arc::new(TrxSys::new(1, 1, 64));
         let committed = Arc::new(Mutex::new(HashSet::new()));
+        let numbers = Arc::new(Mutex::new(HashMap::new()));
         let writers: Vec<_> = (0..3)
             .map(|_| {
                 let (sys, committed) = (sys.clone(), committed.clone());
+                let numbers = numbers.clone();
                 std::thread::spawn(move || {
                     for _ in 0..3000 {
                         let (id, slot) = sys.register().unwrap();
-                        sys.assign_no(slot);
+                        let no = sys.assign_no(slot);
+                        numbers.lock().unwrap().insert(id, no);
                         sys.deregister(id, slot);
                         committed.lock().unwrap().insert(id);
                     }
@@ -348,6 +412,17 @@ mod tests {
             for id in &before {
                 assert!(v.sees(*id), "committed before the view, invisible");
             }
+            let numbers = numbers.lock().unwrap();
+            for id in &v.active {
+                if let Some(&no) = numbers.get(id) {
+                    assert!(
+                        no >= v.low_limit_no,
+                        "trx {id} (no {no}) active in a view whose limit is {}",
+                        v.low_limit_no
+                    );
+                }
+            }
+            drop(numbers);
             assert!(sys.purge_limit_no() <= v.low_limit_no);
             sys.close_view(&v);
         }
