@@ -4,8 +4,8 @@
 # data directory, durable at every commit (millrace level 1,
 # innodb_flush_log_at_trx_commit=1, synchronous_commit=on + fsync=on).
 # Each gets the same TABLES x ROWS tables; then every (workload, threads)
-# cell runs on the three systems in turn, ROUNDS times, interleaved (A B C A
-# B C ...), after one warm-up run each. Printed: one markdown table of
+# cell runs on the three systems in turn, ROUNDS times, interleaved with the
+# order reversed every other round (A B C C B A ...), after one warm-up run each. Printed: one markdown table of
 # median TPS and median p95 latency, with ratios to MariaDB.
 #
 #   bench/sysbench_compare.sh            # defaults below
@@ -153,7 +153,12 @@ for w in $WORKLOADS; do
     for t in $THREADS; do
         for sys in $SYSTEMS; do sb "$sys" "$w" "$t" run >/dev/null 2>&1 || true; done # warm-up
         for r in $(seq 1 "$ROUNDS"); do
-            for sys in $SYSTEMS; do
+            # Odd rounds in SYSTEMS order, even rounds reversed (A B, B A,
+            # ...): a run that leaves work behind (purge, flushing) slows
+            # whichever system runs next, and alternating spreads that.
+            order=$SYSTEMS
+            if [ $((r % 2)) -eq 0 ]; then order=$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+            for sys in $order; do
                 out=$(sb "$sys" "$w" "$t" run 2>&1) || { echo "$sys $w $t failed:" >&2; echo "$out" | tail -5 >&2; }
                 echo "=== $sys $w threads=$t round=$r" >>"$RAW"
                 echo "$out" >>"$RAW"
