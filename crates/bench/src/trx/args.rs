@@ -202,7 +202,7 @@ pub(super) fn trx_config(args: &TrxArgs) -> TrxConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -212,7 +212,9 @@ mod tests {
         args: TrxArgs,
     }
 
-    fn parse(argv: &[&str]) -> Result<TrxArgs, clap::Error> {
+    /// `millrace bench trx` flags as the command line parses them (also
+    /// for report.rs's tests).
+    pub(in crate::trx) fn parse(argv: &[&str]) -> Result<TrxArgs, clap::Error> {
         Cli::try_parse_from(std::iter::once("trx").chain(argv.iter().copied())).map(|c| c.args)
     }
 

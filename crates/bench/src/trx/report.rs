@@ -211,18 +211,8 @@ fn print_table(report: &Report) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::args::tests::parse;
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: TrxArgs,
-    }
-
-    fn parse(argv: &[&str]) -> Result<TrxArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("trx").chain(argv.iter().copied())).map(|c| c.args)
-    }
 
     /// The whole run on a small table, on the disk: load, workers, long
     /// reader, sampler, level changes, shutdown (no baseline).
