@@ -117,3 +117,5 @@ pub fn have_command(cmd: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+pub mod client;
