@@ -292,3 +292,198 @@ fn unique_state(s: &State) -> Vec<String> {
         )]
     }
 }
+
+/// The checkers flag hand-made bad histories and pass good ones: none of
+/// them is vacuous.
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ev(process: usize, op: Op, outcome: Outcome) -> Event {
+        Event {
+            process,
+            round: 0,
+            invoked: Duration::ZERO,
+            completed: Duration::ZERO,
+            op,
+            outcome,
+        }
+    }
+
+    fn transfer(id: i64, outcome: Outcome) -> Event {
+        let op = Op::Transfer {
+            from: 0,
+            to: 1,
+            amount: 5,
+            ledger_id: id,
+        };
+        ev(0, op, outcome)
+    }
+
+    fn balances_after(ledger: &[(i64, i64, i64, i64)]) -> Vec<(i64, i64)> {
+        let mut b: Vec<(i64, i64)> = (0..ACCOUNTS).map(|a| (a, INITIAL_BALANCE)).collect();
+        for &(_, src, dst, amt) in ledger {
+            b[src as usize].1 -= amt;
+            b[dst as usize].1 += amt;
+        }
+        b
+    }
+
+    fn bad(verdicts: &[Verdict]) -> Vec<&'static str> {
+        verdicts
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    #[test]
+    fn checker_flags_lost_acknowledged_and_resurrected_failed_transfers() {
+        let history = [
+            transfer(1, Outcome::Ok),
+            transfer(2, Outcome::Fail(1213)),
+            transfer(3, Outcome::Info("lost".into())),
+        ];
+        let good = [(1, 0, 1, 5)];
+        let s = State {
+            balances: balances_after(&good),
+            ledger: good.to_vec(),
+            ..State::default()
+        };
+        assert!(bad(&check_state(Mix::Bank, &history, &s)).is_empty());
+        let with_info = [(1, 0, 1, 5), (3, 0, 1, 5)];
+        let s = State {
+            balances: balances_after(&with_info),
+            ledger: with_info.to_vec(),
+            ..State::default()
+        };
+        assert!(bad(&check_state(Mix::Bank, &history, &s)).is_empty(), "in doubt may be there");
+        let lost = State {
+            balances: balances_after(&[]),
+            ..State::default()
+        };
+        assert_eq!(bad(&check_state(Mix::Bank, &history, &lost)), ["acknowledged_transfers_survive"]);
+        let resurrected = [(1, 0, 1, 5), (2, 0, 1, 5)];
+        let s = State {
+            balances: balances_after(&resurrected),
+            ledger: resurrected.to_vec(),
+            ..State::default()
+        };
+        assert_eq!(bad(&check_state(Mix::Bank, &history, &s)), ["acknowledged_transfers_survive"]);
+        // Half a transfer: its ledger row without its balance change.
+        let s = State {
+            balances: balances_after(&[]),
+            ledger: good.to_vec(),
+            ..State::default()
+        };
+        assert_eq!(bad(&check_state(Mix::Bank, &history, &s)), ["ledger_explains_every_balance"]);
+    }
+
+    #[test]
+    fn checker_flags_counters_outside_acknowledged_plus_in_doubt() {
+        let history = [
+            ev(0, Op::Add { counter: 0 }, Outcome::Ok),
+            ev(1, Op::Add { counter: 0 }, Outcome::Info("lost".into())),
+            ev(2, Op::Add { counter: 0 }, Outcome::Fail(1205)),
+        ];
+        let at = |n| State {
+            balances: balances_after(&[]),
+            counters: vec![(0, n)],
+            ..State::default()
+        };
+        for n in [1, 2] {
+            assert!(bad(&check_state(Mix::Bank, &history, &at(n))).is_empty());
+        }
+        for n in [0, 3] {
+            assert_eq!(
+                bad(&check_state(Mix::Bank, &history, &at(n))),
+                ["counters_count_acknowledged_increments"]
+            );
+        }
+    }
+
+    #[test]
+    fn checker_flags_lost_updates_dirty_and_unrepeatable_reads() {
+        let inc = |p, read| {
+            let op = Op::Increment {
+                counter: 2,
+                read: Some(read),
+            };
+            ev(p, op, Outcome::Ok)
+        };
+        let total = balances_after(&[]);
+        let history = [
+            inc(0, 7),
+            inc(1, 8),
+            ev(
+                2,
+                Op::ReadBalances {
+                    first: total.clone(),
+                    second: total.clone(),
+                },
+                Outcome::Ok,
+            ),
+        ];
+        assert!(bad(&check_reads(Mix::Bank, &history)).is_empty());
+        assert_eq!(
+            bad(&check_reads(Mix::Bank, &[inc(0, 7), inc(1, 7)])),
+            ["no_lost_update_of_a_locked_counter"]
+        );
+        let mut dirty = total.clone();
+        dirty[3].1 += MARKER;
+        dirty[4].1 -= MARKER;
+        let read = Op::ReadBalances {
+            first: dirty.clone(),
+            second: dirty,
+        };
+        assert_eq!(
+            bad(&check_reads(Mix::Bank, &[ev(0, read, Outcome::Ok)])),
+            ["no_read_sees_a_rolled_back_write"]
+        );
+        let mut moved = total.clone();
+        moved[0].1 -= 5;
+        moved[1].1 += 5;
+        let read = Op::ReadBalances {
+            first: total,
+            second: moved,
+        };
+        assert_eq!(
+            bad(&check_reads(Mix::Bank, &[ev(0, read, Outcome::Ok)])),
+            ["reads_repeat_within_a_transaction"]
+        );
+        let failed = transfer(9, Outcome::Fail(1213));
+        let read = Op::ReadLedger {
+            lo: 0,
+            hi: 10,
+            first: vec![9],
+            second: vec![9],
+        };
+        assert_eq!(
+            bad(&check_reads(Mix::Bank, &[failed, ev(1, read, Outcome::Ok)])),
+            ["no_read_sees_a_rolled_back_write"]
+        );
+        let sum_off = Op::ReadBalances {
+            first: balances_after(&[])[1..].to_vec(),
+            second: balances_after(&[])[1..].to_vec(),
+        };
+        assert_eq!(
+            bad(&check_reads(Mix::Bank, &[ev(0, sum_off, Outcome::Ok)])),
+            ["balances_sum_to_the_total_in_every_read"]
+        );
+    }
+
+    #[test]
+    fn checker_flags_duplicate_unique_values() {
+        let read = |values: Vec<i64>| Op::ReadUnique { lo: 0, hi: 9, values };
+        assert!(bad(&check_reads(Mix::Unique, &[ev(0, read(vec![1, 2]), Outcome::Ok)])).is_empty());
+        assert_eq!(
+            bad(&check_reads(Mix::Unique, &[ev(0, read(vec![1, 2, 1]), Outcome::Ok)])),
+            ["unique_index_holds_in_every_read"]
+        );
+        let s = State {
+            unique_values: vec![3, 4, 3],
+            ..State::default()
+        };
+        assert_eq!(bad(&check_state(Mix::Unique, &[], &s)), ["unique_index_holds_after_restart"]);
+    }
+}
