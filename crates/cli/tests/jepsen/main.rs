@@ -300,7 +300,7 @@ fn run(name: &str, mix: Mix, cfg: &Config) -> Run {
         let killed = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..cfg.clients)
             .map(|process| {
-                let seed = schedule.next();
+                let seed = schedule.next_u64();
                 let (stop, killed) = (stop.clone(), killed.clone());
                 let (addr, rounds) = (server.addr, cfg.rounds);
                 std::thread::spawn(move || {

@@ -33,27 +33,8 @@ pub enum Mix {
     Unique,
 }
 
-/// splitmix64: small, seedable, good enough to pick operations.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The seeded generator every random test of the project uses.
+pub use millrace_sys::rng::SplitMix64 as Rng;
 
 pub fn schema(mix: Mix) -> Vec<String> {
     let mut sql = vec!["CREATE DATABASE jep".to_string()];
