@@ -46,8 +46,14 @@ pub type Verdict = (&'static str, Vec<String>);
 pub fn check_reads(mix: Mix, history: &[Event]) -> Vec<Verdict> {
     match mix {
         Mix::Bank => vec![
-            ("balances_sum_to_the_total_in_every_read", balance_reads(history)),
-            ("reads_repeat_within_a_transaction", repeatable_reads(history)),
+            (
+                "balances_sum_to_the_total_in_every_read",
+                balance_reads(history),
+            ),
+            (
+                "reads_repeat_within_a_transaction",
+                repeatable_reads(history),
+            ),
             ("no_read_sees_a_rolled_back_write", dirty_reads(history)),
             ("no_lost_update_of_a_locked_counter", lost_updates(history)),
         ],
@@ -60,9 +66,15 @@ pub fn check_reads(mix: Mix, history: &[Event]) -> Vec<Verdict> {
 pub fn check_state(mix: Mix, history: &[Event], s: &State) -> Vec<Verdict> {
     match mix {
         Mix::Bank => vec![
-            ("acknowledged_transfers_survive", durable_transfers(history, s)),
+            (
+                "acknowledged_transfers_survive",
+                durable_transfers(history, s),
+            ),
             ("ledger_explains_every_balance", ledger_explains(s)),
-            ("counters_count_acknowledged_increments", counters(history, s)),
+            (
+                "counters_count_acknowledged_increments",
+                counters(history, s),
+            ),
         ],
         Mix::Unique => vec![("unique_index_holds_after_restart", unique_state(s))],
     }
@@ -357,26 +369,38 @@ mod tests {
             ledger: with_info.to_vec(),
             ..State::default()
         };
-        assert!(bad(&check_state(Mix::Bank, &history, &s)).is_empty(), "in doubt may be there");
+        assert!(
+            bad(&check_state(Mix::Bank, &history, &s)).is_empty(),
+            "in doubt may be there"
+        );
         let lost = State {
             balances: balances_after(&[]),
             ..State::default()
         };
-        assert_eq!(bad(&check_state(Mix::Bank, &history, &lost)), ["acknowledged_transfers_survive"]);
+        assert_eq!(
+            bad(&check_state(Mix::Bank, &history, &lost)),
+            ["acknowledged_transfers_survive"]
+        );
         let resurrected = [(1, 0, 1, 5), (2, 0, 1, 5)];
         let s = State {
             balances: balances_after(&resurrected),
             ledger: resurrected.to_vec(),
             ..State::default()
         };
-        assert_eq!(bad(&check_state(Mix::Bank, &history, &s)), ["acknowledged_transfers_survive"]);
+        assert_eq!(
+            bad(&check_state(Mix::Bank, &history, &s)),
+            ["acknowledged_transfers_survive"]
+        );
         // Half a transfer: its ledger row without its balance change.
         let s = State {
             balances: balances_after(&[]),
             ledger: good.to_vec(),
             ..State::default()
         };
-        assert_eq!(bad(&check_state(Mix::Bank, &history, &s)), ["ledger_explains_every_balance"]);
+        assert_eq!(
+            bad(&check_state(Mix::Bank, &history, &s)),
+            ["ledger_explains_every_balance"]
+        );
     }
 
     #[test]
@@ -474,16 +498,30 @@ mod tests {
 
     #[test]
     fn checker_flags_duplicate_unique_values() {
-        let read = |values: Vec<i64>| Op::ReadUnique { lo: 0, hi: 9, values };
-        assert!(bad(&check_reads(Mix::Unique, &[ev(0, read(vec![1, 2]), Outcome::Ok)])).is_empty());
+        let read = |values: Vec<i64>| Op::ReadUnique {
+            lo: 0,
+            hi: 9,
+            values,
+        };
+        assert!(bad(&check_reads(
+            Mix::Unique,
+            &[ev(0, read(vec![1, 2]), Outcome::Ok)]
+        ))
+        .is_empty());
         assert_eq!(
-            bad(&check_reads(Mix::Unique, &[ev(0, read(vec![1, 2, 1]), Outcome::Ok)])),
+            bad(&check_reads(
+                Mix::Unique,
+                &[ev(0, read(vec![1, 2, 1]), Outcome::Ok)]
+            )),
             ["unique_index_holds_in_every_read"]
         );
         let s = State {
             unique_values: vec![3, 4, 3],
             ..State::default()
         };
-        assert_eq!(bad(&check_state(Mix::Unique, &[], &s)), ["unique_index_holds_after_restart"]);
+        assert_eq!(
+            bad(&check_state(Mix::Unique, &[], &s)),
+            ["unique_index_holds_after_restart"]
+        );
     }
 }

@@ -226,7 +226,12 @@ impl Run {
                 lines.push(format!("{name}: ... {} more", found.len() - 20));
             }
         }
-        lines.extend(self.unexpected.iter().take(20).map(|u| format!("unexpected: {u}")));
+        lines.extend(
+            self.unexpected
+                .iter()
+                .take(20)
+                .map(|u| format!("unexpected: {u}")),
+        );
         assert!(
             lines.is_empty(),
             "jepsen {:?} found problems (seed {}: rerun with MILLRACE_JEPSEN_SEED={}):\n{}",
@@ -362,7 +367,10 @@ fn jepsen_bank_transfers_counters_and_reads_survive_kill9() {
         .iter()
         .filter(|e| matches!(e.op, Op::Transfer { .. }) && e.outcome == Outcome::Ok)
         .count();
-    assert!(ok_transfers > 0, "no transfer was acknowledged: the run proved nothing");
+    assert!(
+        ok_transfers > 0,
+        "no transfer was acknowledged: the run proved nothing"
+    );
     run.assert_clean();
 }
 
@@ -378,6 +386,9 @@ fn jepsen_unique_index_holds_under_concurrent_inserts_and_kill9() {
         .iter()
         .filter(|e| matches!(e.op, Op::InsertUnique { .. }) && e.outcome == Outcome::Ok)
         .count();
-    assert!(ok_inserts > 0, "no insert was acknowledged: the run proved nothing");
+    assert!(
+        ok_inserts > 0,
+        "no insert was acknowledged: the run proved nothing"
+    );
     run.assert_clean();
 }

@@ -44,10 +44,16 @@ pub fn schema(mix: Mix) -> Vec<String> {
             let rows: Vec<String> = (0..ACCOUNTS)
                 .map(|i| format!("({i}, {INITIAL_BALANCE})"))
                 .collect();
-            sql.push(format!("INSERT INTO jep.accounts VALUES {}", rows.join(", ")));
+            sql.push(format!(
+                "INSERT INTO jep.accounts VALUES {}",
+                rows.join(", ")
+            ));
             sql.push("CREATE TABLE jep.counters (id INT PRIMARY KEY, n BIGINT NOT NULL)".into());
             let rows: Vec<String> = (0..COUNTERS).map(|i| format!("({i}, 0)")).collect();
-            sql.push(format!("INSERT INTO jep.counters VALUES {}", rows.join(", ")));
+            sql.push(format!(
+                "INSERT INTO jep.counters VALUES {}",
+                rows.join(", ")
+            ));
             sql.push(
                 "CREATE TABLE jep.ledger (id BIGINT PRIMARY KEY, src INT NOT NULL, \
                  dst INT NOT NULL, amt BIGINT NOT NULL)"
@@ -209,7 +215,8 @@ pub fn invoke(c: &mut Client, op: Op, hold: Duration) -> (Op, Outcome) {
             (Op::ReadBalances { first, second }, outcome)
         }
         Op::ReadLedger { lo, hi, .. } => {
-            let sql = format!("SELECT id FROM jep.ledger WHERE id BETWEEN {lo} AND {hi} ORDER BY id");
+            let sql =
+                format!("SELECT id FROM jep.ledger WHERE id BETWEEN {lo} AND {hi} ORDER BY id");
             let (mut first, mut second) = (Vec::new(), Vec::new());
             let outcome = in_transaction(c, |c| {
                 first = ints(&c.rows(&sql)?)?;
