@@ -13,8 +13,10 @@
 //! Environment: MILLRACE_JEPSEN_SECS (load seconds per test; default 20
 //! for the bank mix, 10 for the unique mix), MILLRACE_JEPSEN_ROUNDS (kill
 //! rounds, default 3), MILLRACE_JEPSEN_CLIENTS (default 8),
-//! MILLRACE_JEPSEN_SEED (default 11). Run with `--nocapture` to see the
-//! figures.
+//! MILLRACE_JEPSEN_SEED (default 11), MILLRACE_JEPSEN_FLUSH_LEVEL (the
+//! server's flush_log_at_trx_commit, default 1; 0 shows the checkers
+//! catching acknowledged commits lost by a kill). Run with `--nocapture` to
+//! see the figures.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -45,6 +47,7 @@ struct Config {
     rounds: usize,
     load: Duration,
     clients: usize,
+    flush_level: u8,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -63,6 +66,7 @@ impl Config {
             rounds: env_or("MILLRACE_JEPSEN_ROUNDS", 3),
             load: Duration::from_secs_f64(env_or("MILLRACE_JEPSEN_SECS", default_secs)),
             clients: env_or("MILLRACE_JEPSEN_CLIENTS", 8),
+            flush_level: env_or("MILLRACE_JEPSEN_FLUSH_LEVEL", 1),
         };
         assert!(cfg.rounds >= 1, "MILLRACE_JEPSEN_ROUNDS must be at least 1");
         assert!(
@@ -268,7 +272,11 @@ fn run(name: &str, mix: Mix, cfg: &Config) -> Run {
     let config = dir.join("millrace.toml");
     std::fs::write(
         &config,
-        format!("[engine]\nlock_wait_timeout_s = {LOCK_WAIT_TIMEOUT_S}\n"),
+        format!(
+            "[engine]\nlock_wait_timeout_s = {LOCK_WAIT_TIMEOUT_S}\n\
+             flush_log_at_trx_commit = {}\n",
+            cfg.flush_level
+        ),
     )
     .unwrap();
     let extra = ["--config", config.to_str().unwrap()];
