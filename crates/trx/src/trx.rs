@@ -12,7 +12,7 @@
 //! mutex held.
 
 use crate::config::{Isolation, UndoQuotaPolicy};
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use crate::kill::{KillFlag, KillReason};
 use crate::lock::{LockError, LockMode};
 use crate::secondary::{existing_entries, insert_entries, sec_entry};
@@ -115,9 +115,23 @@ struct Call<'a> {
     iso: Isolation,
 }
 
+/// What a poisoned transaction state means: a call panicked while it
+/// changed pages and undo, so nothing about them is known any more.
+const PANICKED: &str = "a call panicked in the middle of a transaction";
+
 impl Trx {
+    /// The transaction's state, or the engine stops if a panic left it
+    /// poisoned (see `PANICKED`).
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, TrxState>, TrxError> {
+        self.shared
+            .state
+            .lock()
+            .map_err(|_| self.e.fail(PANICKED.into()))
+    }
+
     fn call(&self) -> Result<Call<'_>, TrxError> {
-        let st = self.shared.state.lock().expect("poisoned");
+        let st = self.state()?;
+        self.e.check_alive()?;
         let reason = self.shared.killed.get();
         if reason != KillReason::None || st.done {
             return Err(TrxError::RolledBack(reason.message()));
@@ -149,6 +163,9 @@ impl Trx {
                 self.e.rollback_to(&mut c.st, stmt_start)?;
                 Err(TrxError::LockWaitTimeout)
             }
+            // Raised below the engine (a poisoned rollback segment): the
+            // engine stops as a whole.
+            Err(TrxError::EngineFailed(why)) => Err(self.e.fail(why)),
             Err(e @ (TrxError::Deadlock | TrxError::RolledBack(_))) => {
                 let _ = self.e.rollback_state(&mut c.st);
                 self.shared.killed.set(KillReason::Deadlock);
@@ -316,7 +333,7 @@ impl Trx {
     pub fn commit(self) -> Result<(), TrxError> {
         let mut c = self.call()?;
         let e = c.e;
-        let end = match c.st.undo.take() {
+        let end = match c.st.undo.as_ref() {
             Some(log) => {
                 let r = &e.rsegs[log.rseg as usize];
                 let slot = c.st.slot;
@@ -324,11 +341,16 @@ impl Trx {
                     e.store(),
                     r,
                     &e.rseg_metrics,
-                    &log,
+                    log,
                     undo::Ending::Commit,
                     &|| e.sys.assign_no(slot),
                     &e.m.history_len,
-                )?;
+                )
+                // Committed or not, nobody knows: stop (with the log and
+                // the locks kept) and let the next open decide from the
+                // log's state.
+                .map_err(|err| e.fail(format!("commit of trx {} failed: {err}", c.st.id)))?;
+                c.st.undo = None;
                 if f.to_history {
                     e.wake_purge();
                 }
@@ -345,8 +367,13 @@ impl Trx {
         Ok(())
     }
 
+    /// Rolls the transaction back. If that cannot finish (an undo record
+    /// that cannot be applied), the engine stops with the transaction
+    /// still active and locked, for the next open to roll back: see
+    /// docs/design.md, "Transactions under failure". Never panics, also
+    /// when a panic left the transaction's state poisoned.
     pub fn rollback(self) -> Result<(), TrxError> {
-        let mut st = self.shared.state.lock().expect("poisoned");
+        let mut st = self.state()?;
         if st.done {
             return Ok(());
         }
@@ -370,13 +397,16 @@ impl Trx {
 
     /// This transaction's id (0 until its first write).
     pub fn id(&self) -> TrxId {
-        self.shared.state.lock().expect("poisoned").id
+        // Reading a number is safe whatever a panic left half-done.
+        unpoisoned(self.shared.state.lock()).id
     }
 }
 
 impl Drop for Trx {
+    /// Rolls back what is left; runs while a panic unwinds too, so nothing
+    /// here may panic (a second panic aborts the process).
     fn drop(&mut self) {
-        if let Ok(mut st) = self.shared.state.lock() {
+        if let Ok(mut st) = self.state() {
             if !st.done {
                 let _ = self.e.rollback_state(&mut st);
             }
@@ -397,7 +427,7 @@ impl Call<'_> {
             let v = self.e.sys.open_view(self.st.id)?;
             self.st
                 .view_no
-                .store(pack_view(v.slot, v.low_limit_no), Ordering::SeqCst);
+                .store(pack_view(v.slot, v.generation), Ordering::SeqCst);
             // +1: a view opened at engine time 0 still reads as open.
             self.st
                 .view_opened_ms
@@ -434,7 +464,7 @@ impl Call<'_> {
         if self.st.undo.is_none() {
             let n = self.e.rsegs.len();
             let start = self.e.next_rseg.fetch_add(1, Ordering::Relaxed);
-            let inactive = self.e.inactive_spaces.lock().expect("poisoned").clone();
+            let inactive = unpoisoned(self.e.inactive_spaces.lock()).clone();
             let mut log = None;
             // Active spaces first; an inactive one only if nothing else has
             // a free slot.
