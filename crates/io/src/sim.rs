@@ -43,6 +43,8 @@ struct State {
     /// Writes still allowed before the crash; None when no crash is scheduled.
     writes_left: Option<u64>,
     fail_next_sync: bool,
+    /// While set, every read fails with an I/O error (EIO), without crashing.
+    fail_reads: bool,
     writes: u64,
     syncs: u64,
 }
@@ -180,6 +182,7 @@ impl State {
             crashed: false,
             writes_left: None,
             fail_next_sync: false,
+            fail_reads: false,
             writes: 0,
             syncs: 0,
         }
@@ -290,6 +293,13 @@ impl SimStorage {
     /// failed writeback may or may not have persisted them.
     pub fn fail_next_sync(&self) {
         self.lock().fail_next_sync = true;
+    }
+
+    /// While `on`, every read (of any file) fails with an I/O error, as a disk
+    /// returning EIO does; nothing crashes and writes still work. Turn it off to let
+    /// reads succeed again.
+    pub fn fail_reads(&self, on: bool) {
+        self.lock().fail_reads = on;
     }
 
     /// The storage as it could be found after power loss at this moment: per file, the durable content (what the last
@@ -451,6 +461,9 @@ impl StorageFile for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let state = self.storage.lock();
         check_aligned(buf.as_ptr() as usize, buf.len(), offset, state.alignment)?;
+        if state.fail_reads {
+            return Err(self.context(io::Error::other("simulated read error (EIO)")));
+        }
         let file = state.file(self.id)?;
         let len = file.current.len() as u64;
         match offset.checked_add(buf.len() as u64) {

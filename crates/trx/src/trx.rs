@@ -154,6 +154,8 @@ impl Trx {
     ) -> Result<T, TrxError> {
         let mut c = self.call()?;
         let stmt_start = c.st.undo_no;
+        #[cfg(test)]
+        injected_panic();
         let r = f(&mut c);
         self.shared
             .last_active_ms
@@ -329,6 +331,65 @@ impl Trx {
         })
     }
 
+    /// The unique check of a row about to get key `skey` in secondary index
+    /// `index` (an insert, or an update that changes the key): whether a
+    /// row other than `pk` has that key, by a locking current read rather
+    /// than through the snapshot, as InnoDB's insert into a unique index.
+    /// It takes the key value's exclusive lock (held to the end of the
+    /// transaction, so two transactions inserting one value take turns),
+    /// then a shared lock on each other row that has or had the key
+    /// (waiting for its writer to commit or roll back), and reads the
+    /// row's latest version once locked. A transaction's own delete of the
+    /// value counts as gone (delete, then insert the same value, works).
+    /// The caller writes the row afterwards in the same transaction. Lock
+    /// wait timeouts and deadlocks are those of any row lock.
+    pub fn unique_key_taken(
+        &self,
+        table: u32,
+        index: usize,
+        skey: &[u8],
+        pk: &[u8],
+    ) -> Result<bool, TrxError> {
+        self.statement(|c| {
+            let t = c.e.table(table)?;
+            let (idx, sd) = t
+                .secondaries
+                .get(index)
+                .ok_or(TrxError::NoSuchTable(table))?;
+            c.ensure_rw()?;
+            let me = c.st.id;
+            let index_no = u32::try_from(index).map_err(|_| TrxError::NoSuchTable(table))?;
+            c.e.locks
+                .lock_value(me, t.def.id, index_no, skey, LockMode::Exclusive, c.lock_timeout())
+                .map_err(lock_error)?;
+            // Every row whose latest version (or one a rollback could
+            // restore) has the key has an entry (skey, pk), live or
+            // delete-marked; purge removes only entries no such version
+            // has. The value's lock keeps new ones from appearing.
+            let store = c.e.store().clone();
+            let mut cur = idx.cursor(Some(skey), Direction::Forward);
+            let mut others = Vec::new();
+            while let Some(entry) = cur.next(&store)? {
+                if !entry.key.starts_with(skey) {
+                    break;
+                }
+                let other = entry.value;
+                if entry.key.len() == skey.len() + other.len() && other.as_slice() != pk {
+                    others.push(other);
+                }
+            }
+            for other in others {
+                c.lock_row(&t, &other, LockMode::Shared)?;
+                if let Some(r) = t.clustered.get(&store, &other)? {
+                    if !r.deleted && sd.key_of(&r.value) == skey {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        })
+    }
+
     /// Commits: durable at the redo log's level when it returns.
     pub fn commit(self) -> Result<(), TrxError> {
         let mut c = self.call()?;
@@ -412,6 +473,29 @@ impl Drop for Trx {
             }
         }
         self.e.open_trx.remove(self.handle);
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's panic, raised by this thread's next statement while it holds
+    /// the transaction's state (as a bug in an engine call would).
+    pub(crate) static PANIC_IN_NEXT_STATEMENT: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn injected_panic() {
+    if PANIC_IN_NEXT_STATEMENT.with(|p| p.replace(false)) {
+        panic!("a panic injected into an engine call");
+    }
+}
+
+fn lock_error(e: LockError) -> TrxError {
+    match e {
+        LockError::Timeout => TrxError::LockWaitTimeout,
+        LockError::Deadlock => TrxError::Deadlock,
+        LockError::Cancelled => TrxError::RolledBack("cancelled"),
     }
 }
 
@@ -530,16 +614,14 @@ impl Call<'_> {
                 });
             }
         }
-        let timeout =
-            Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         self.e
             .locks
-            .lock(me, t.def.id, pk, mode, timeout)
-            .map_err(|e| match e {
-                LockError::Timeout => TrxError::LockWaitTimeout,
-                LockError::Deadlock => TrxError::Deadlock,
-                LockError::Cancelled => TrxError::RolledBack("cancelled"),
-            })
+            .lock(me, t.def.id, pk, mode, self.lock_timeout())
+            .map_err(lock_error)
+    }
+
+    fn lock_timeout(&self) -> Duration {
+        Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed))
     }
 
     fn insert(&mut self, t: &Table, pk: &[u8], value: &[u8]) -> Result<(), TrxError> {
