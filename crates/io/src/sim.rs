@@ -43,8 +43,9 @@ struct State {
     /// Writes still allowed before the crash; None when no crash is scheduled.
     writes_left: Option<u64>,
     fail_next_sync: bool,
-    /// While set, every read fails with an I/O error (EIO), without crashing.
-    fail_reads: bool,
+    /// Reads still allowed before one fails with an I/O error (EIO), without
+    /// crashing; None when no read failure is scheduled.
+    reads_until_failure: Option<u64>,
     writes: u64,
     syncs: u64,
 }
@@ -182,7 +183,7 @@ impl State {
             crashed: false,
             writes_left: None,
             fail_next_sync: false,
-            fail_reads: false,
+            reads_until_failure: None,
             writes: 0,
             syncs: 0,
         }
@@ -295,11 +296,11 @@ impl SimStorage {
         self.lock().fail_next_sync = true;
     }
 
-    /// While `on`, every read (of any file) fails with an I/O error, as a disk
-    /// returning EIO does; nothing crashes and writes still work. Turn it off to let
-    /// reads succeed again.
-    pub fn fail_reads(&self, on: bool) {
-        self.lock().fail_reads = on;
+    /// With `Some(n)`, `n` further reads (of any file) succeed and the next one fails
+    /// with an I/O error, as a disk returning EIO does, once: nothing crashes, later reads
+    /// and all writes work. `None` cancels a failure not yet reached.
+    pub fn fail_read_after(&self, n: Option<u64>) {
+        self.lock().reads_until_failure = n;
     }
 
     /// The storage as it could be found after power loss at this moment: per file, the durable content (what the last
@@ -459,10 +460,15 @@ impl SimFile {
 
 impl StorageFile for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let state = self.storage.lock();
+        let mut state = self.storage.lock();
         check_aligned(buf.as_ptr() as usize, buf.len(), offset, state.alignment)?;
-        if state.fail_reads {
-            return Err(self.context(io::Error::other("simulated read error (EIO)")));
+        match state.reads_until_failure {
+            Some(0) => {
+                state.reads_until_failure = None;
+                return Err(self.context(io::Error::other("simulated read error (EIO)")));
+            }
+            Some(n) => state.reads_until_failure = Some(n - 1),
+            None => {}
         }
         let file = state.file(self.id)?;
         let len = file.current.len() as u64;
