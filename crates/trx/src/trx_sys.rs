@@ -389,6 +389,44 @@ mod tests {
         sys.close_view(&v);
     }
 
+    /// The undo quota force-closes a busy transaction's view; another
+    /// transaction's view takes the slot with the same serialisation
+    /// number (nothing committed in between); then the first owner closes
+    /// its view: that must not unregister the second view, or purge would
+    /// free undo the second view still reads.
+    #[test]
+    fn a_view_closed_twice_leaves_the_slots_next_view_registered() {
+        let sys = TrxSys::new(1, 1, 16);
+        let a = sys.open_view(0).unwrap();
+        sys.force_close_view(pack_view(a.slot, a.generation));
+        // Fill every free slot, so one of the new views takes a's.
+        let later: Vec<ReadView> = (0..sys.views.len())
+            .map_while(|_| sys.open_view(0).ok())
+            .collect();
+        let b = later
+            .iter()
+            .find(|v| v.slot == a.slot)
+            .expect("a's slot reused");
+        assert_eq!(b.low_limit_no, a.low_limit_no, "the same number: the ABA case");
+        sys.close_view(&a);
+        sys.force_close_view(pack_view(a.slot, a.generation));
+        // Commits move the counter on; b still holds purge at its number.
+        let (id, slot) = sys.register().unwrap();
+        sys.assign_no(slot);
+        sys.deregister(id, slot);
+        assert!(
+            sys.purge_limit_no() <= b.low_limit_no,
+            "b's view was unregistered by a's stale close"
+        );
+        assert_eq!(sys.view_limit(pack_view(b.slot, b.generation)), Some(b.low_limit_no));
+        assert_eq!(sys.view_limit(pack_view(a.slot, a.generation)), None);
+        for v in &later {
+            sys.close_view(v);
+        }
+        assert_eq!(sys.open_views(), 0);
+        assert!(sys.purge_limit_no() > b.low_limit_no);
+    }
+
     #[test]
     fn views_see_committed_not_active() {
         let sys = TrxSys::new(1, 1, 16);
