@@ -93,7 +93,10 @@ fn second_writer_waits(commit_first: bool) {
         (r, commit)
     });
     thread::sleep(Duration::from_millis(300));
-    assert!(!b.is_finished(), "the second writer of 42 must wait for the first");
+    assert!(
+        !b.is_finished(),
+        "the second writer of 42 must wait for the first"
+    );
     ok(a.query(if commit_first { "COMMIT" } else { "ROLLBACK" }));
     let (r, commit) = b.join().unwrap();
     if commit_first {
@@ -103,7 +106,11 @@ fn second_writer_waits(commit_first: bool) {
     }
     ok(commit);
     let rows = ints(&mut a, "SELECT id, v FROM u ORDER BY id");
-    let want = if commit_first { vec![1, 42] } else { vec![2, 42] };
+    let want = if commit_first {
+        vec![1, 42]
+    } else {
+        vec![2, 42]
+    };
     assert_eq!(rows, vec![want]);
     drop((a, server));
     engine.shutdown().unwrap();
@@ -131,7 +138,10 @@ fn an_uncommitted_delete_of_the_value_makes_the_inserter_wait() {
     let srv = server.clone();
     let b = thread::spawn(move || session(&srv, 3).query("INSERT INTO u VALUES (2, 42)"));
     thread::sleep(Duration::from_millis(300));
-    assert!(!b.is_finished(), "the inserter must wait for the delete's outcome");
+    assert!(
+        !b.is_finished(),
+        "the inserter must wait for the delete's outcome"
+    );
     ok(a.query("ROLLBACK"));
     let r = b.join().unwrap();
     assert_eq!(code(&r), Some(1062), "{r:?}");
@@ -157,7 +167,10 @@ fn a_transaction_may_reuse_a_value_it_freed() {
         ints(&mut a, "SELECT id, v FROM u ORDER BY id"),
         vec![vec![2, 8], vec![3, 7]]
     );
-    assert_eq!(code(&a.query("UPDATE u SET v = 7 WHERE id = 2")), Some(1062));
+    assert_eq!(
+        code(&a.query("UPDATE u SET v = 7 WHERE id = 2")),
+        Some(1062)
+    );
     drop((a, server));
     engine.shutdown().unwrap();
 }
@@ -209,7 +222,11 @@ fn concurrent_writers_never_commit_a_duplicate() {
                         }
                     }
                     if explicit {
-                        let end = if rng.chance(1, 4) { "ROLLBACK" } else { "COMMIT" };
+                        let end = if rng.chance(1, 4) {
+                            "ROLLBACK"
+                        } else {
+                            "COMMIT"
+                        };
                         let r = s.query(end);
                         assert!(r.is_ok(), "{end}: {r:?}");
                     }

@@ -287,10 +287,7 @@ impl Engine {
     }
 
     pub fn table_ids(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = unpoisoned(self.tables.read())
-            .keys()
-            .copied()
-            .collect();
+        let mut v: Vec<u32> = unpoisoned(self.tables.read()).keys().copied().collect();
         v.sort_unstable();
         v
     }

@@ -69,8 +69,8 @@ fn a_panic_in_an_engine_call_stops_the_engine_without_aborting() {
         .env(CHILD_ENV, "1")
         .output()
         .expect("running the child");
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "the child ended with {:?} (an abort is a panic while panicking):\n{text}",

@@ -14,13 +14,13 @@
 //! tablespaces that grew past their limit once purge has emptied them.
 
 use crate::bounds;
+use crate::error::unpoisoned;
 use crate::error::TrxError;
 use crate::secondary::sec_entry;
 use crate::shared::Engine;
 use crate::undo::{self, Rseg};
 use crate::undo_rec::{RollPtr, UndoKind, UndoRecord};
 use millrace_buf::space;
-use crate::error::unpoisoned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};

@@ -152,8 +152,8 @@ impl Engine {
     pub(crate) fn rollback_to(&self, st: &mut TrxState, undo_no: u64) -> Result<(), TrxError> {
         self.check_alive()?;
         let Some(log) = &st.undo else { return Ok(()) };
-        let undone = undo::records_newest_first(&self.store, log.space, log.first_page)
-            .and_then(|recs| {
+        let undone =
+            undo::records_newest_first(&self.store, log.space, log.first_page).and_then(|recs| {
                 recs.iter()
                     .filter(|(_, r)| r.undo_no >= undo_no)
                     .try_for_each(|(_, rec)| self.undo_one(rec, st.id))

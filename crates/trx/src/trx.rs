@@ -360,7 +360,14 @@ impl Trx {
             let me = c.st.id;
             let index_no = u32::try_from(index).map_err(|_| TrxError::NoSuchTable(table))?;
             c.e.locks
-                .lock_value(me, t.def.id, index_no, skey, LockMode::Exclusive, c.lock_timeout())
+                .lock_value(
+                    me,
+                    t.def.id,
+                    index_no,
+                    skey,
+                    LockMode::Exclusive,
+                    c.lock_timeout(),
+                )
                 .map_err(lock_error)?;
             // Every row whose latest version (or one a rollback could
             // restore) has the key has an entry (skey, pk), live or

@@ -166,8 +166,7 @@ impl TrxSys {
             })
             .ok_or(TrxError::TooManyTransactions(n))?;
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock())
-            .insert(id);
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).insert(id);
         self.slots[slot].id.store(id, Ordering::SeqCst);
         Ok((id, slot))
     }
@@ -189,8 +188,7 @@ impl TrxSys {
         let s = &self.slots[slot];
         s.id.store(0, Ordering::SeqCst);
         s.no.store(0, Ordering::SeqCst);
-        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock())
-            .remove(&id);
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).remove(&id);
     }
 
     /// Runs `f` only if `id` is active, holding its active-set shard, so a
@@ -205,15 +203,11 @@ impl TrxSys {
     }
 
     pub fn is_active(&self, id: TrxId) -> bool {
-        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock())
-            .contains(&id)
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).contains(&id)
     }
 
     pub fn active_count(&self) -> usize {
-        self.active
-            .iter()
-            .map(|s| unpoisoned(s.lock()).len())
-            .sum()
+        self.active.iter().map(|s| unpoisoned(s.lock()).len()).sum()
     }
 
     /// Makes a read view for `creator` (0 = read-only). Takes no global lock.
@@ -407,7 +401,10 @@ mod tests {
             .iter()
             .find(|v| v.slot == a.slot)
             .expect("a's slot reused");
-        assert_eq!(b.low_limit_no, a.low_limit_no, "the same number: the ABA case");
+        assert_eq!(
+            b.low_limit_no, a.low_limit_no,
+            "the same number: the ABA case"
+        );
         for v in later.iter().filter(|v| v.slot != a.slot) {
             sys.close_view(v);
         }
@@ -421,7 +418,10 @@ mod tests {
             sys.purge_limit_no() <= b.low_limit_no,
             "b's view was unregistered by a's stale close"
         );
-        assert_eq!(sys.view_limit(pack_view(b.slot, b.generation)), Some(b.low_limit_no));
+        assert_eq!(
+            sys.view_limit(pack_view(b.slot, b.generation)),
+            Some(b.low_limit_no)
+        );
         assert_eq!(sys.view_limit(pack_view(a.slot, a.generation)), None);
         sys.close_view(b);
         assert_eq!(sys.open_views(), 0);

@@ -57,7 +57,11 @@ fn a_rollback_that_fails_half_way_leaves_its_changes_uncommitted() {
         }
         assert!(matches!(r, Err(TrxError::EngineFailed(_))), "{r:?}");
         assert!(e.failure().is_some());
-        assert_eq!(e.locks_held(), locks, "n={n}: a failed rollback keeps its locks");
+        assert_eq!(
+            e.locks_held(),
+            locks,
+            "n={n}: a failed rollback keeps its locks"
+        );
         // What was not undone is not committed: no reader sees it.
         let reader = e.begin(Isolation::ReadCommitted);
         for i in 0..ROWS {
@@ -79,7 +83,11 @@ fn a_rollback_that_fails_half_way_leaves_its_changes_uncommitted() {
         let e = common::open(&s.clean_image());
         let r = e.begin(Isolation::ReadCommitted);
         for i in 0..ROWS {
-            assert_eq!(r.get(t, &k(i)).unwrap(), Some(OLD.to_vec()), "n={n} row {i}");
+            assert_eq!(
+                r.get(t, &k(i)).unwrap(),
+                Some(OLD.to_vec()),
+                "n={n} row {i}"
+            );
         }
         r.commit().unwrap();
         e.shutdown().unwrap();

@@ -81,7 +81,10 @@ fn table_with_rows(server: &Arc<Instance>, n: usize, distinct: usize) {
 /// it runs.
 fn assert_usable(server: &Arc<Instance>) {
     let entry = server.catalog.table("d", "t").expect("the table");
-    assert!(!entry.mdl.is_exclusive(), "t's exclusive lock outlived its DDL");
+    assert!(
+        !entry.mdl.is_exclusive(),
+        "t's exclusive lock outlived its DDL"
+    );
     let mut b = session(server, 2);
     assert_eq!(ok(b.query("INSERT INTO t VALUES (1000000, 7)")), 1);
     ok(b.query("CREATE INDEX v_again ON t(v)"));
