@@ -292,7 +292,10 @@ fn sim_fail_read_after_fails_the_chosen_read_once() {
     sim.fail_read_after(Some(2));
     f.read_exact_at(&mut buf, 0).unwrap();
     f.read_exact_at(&mut buf, 0).unwrap();
-    assert!(f.read_exact_at(&mut buf, 0).is_err(), "the third read fails");
+    assert!(
+        f.read_exact_at(&mut buf, 0).is_err(),
+        "the third read fails"
+    );
     assert!(!sim.has_crashed(), "a failed read is not a crash");
     f.read_exact_at(&mut buf, 0).unwrap();
     assert_eq!(&buf, b"data");
