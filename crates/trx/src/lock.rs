@@ -75,7 +75,7 @@ use millrace_metrics::{Counter, Registry};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -255,6 +255,8 @@ pub struct LockManager {
     trxs: Box<[Mutex<HashMap<TrxId, TrxLocks>>]>,
     wait_for: Mutex<HashMap<TrxId, WaitEdges>>,
     next_wait_id: AtomicU64,
+    /// Set by `cancel_all`: requests that would wait fail at once.
+    closed: AtomicBool,
     /// Holder entries over all rows; kept next to the queues so the gauge
     /// and `total_locks` need no scan.
     rows_locked: Arc<AtomicU64>,
@@ -300,6 +302,7 @@ impl LockManager {
             trxs: (0..TRX_SHARDS).map(|_| Mutex::default()).collect(),
             wait_for: Mutex::default(),
             next_wait_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
             rows_locked,
             waiting,
             metrics,
@@ -390,6 +393,12 @@ impl LockManager {
                 return Ok(());
             }
 
+            if self.closed.load(Ordering::SeqCst) {
+                if queue.is_empty() {
+                    shard.remove(&row);
+                }
+                return Err(LockError::Cancelled);
+            }
             let signal = Arc::new(Signal {
                 wait_id: self.next_wait_id.fetch_add(1, Ordering::Relaxed),
                 state: Mutex::new(WaitState::Waiting),
@@ -531,9 +540,12 @@ impl LockManager {
         }
     }
 
-    /// Cancels every wait (the engine stopped: `Engine::fail`). Waits that
-    /// start later are not affected.
+    /// Cancels every wait and makes every later request that would wait
+    /// fail at once with `Cancelled` (the engine stopped: `Engine::fail`;
+    /// nobody will release the locks of its unfinished transactions).
+    /// Requests that need no wait are still granted.
     pub fn cancel_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         for shard in self.trxs.iter() {
             for locks in unpoisoned(shard.lock()).values() {
                 if let Some(signal) = &locks.wait {

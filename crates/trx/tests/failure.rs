@@ -95,3 +95,36 @@ fn a_rollback_that_fails_half_way_leaves_its_changes_uncommitted() {
     eprintln!("{failures} rollbacks failed at a read");
     assert!(failures > 0, "no read of a rollback failed");
 }
+
+/// Once the engine stops, nobody will release the locks of its unfinished
+/// transactions: waits end at once instead of running to their timeout.
+#[test]
+fn a_stopped_engines_lock_waits_end_at_once() {
+    use millrace_metrics::Registry;
+    use millrace_trx::lock::{LockError, LockManager, LockMode};
+    use std::time::{Duration, Instant};
+    let locks = Arc::new(LockManager::new(&Registry::new()));
+    locks
+        .lock(1, 7, b"row", LockMode::Exclusive, Duration::ZERO)
+        .unwrap();
+    let l2 = locks.clone();
+    let waiter = std::thread::spawn(move || {
+        l2.lock(2, 7, b"row", LockMode::Exclusive, Duration::from_secs(60))
+    });
+    while locks.waiting() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t0 = Instant::now();
+    locks.cancel_all();
+    assert_eq!(waiter.join().unwrap(), Err(LockError::Cancelled));
+    // A request made after the stop does not wait either.
+    assert_eq!(
+        locks.lock(3, 7, b"row", LockMode::Shared, Duration::from_secs(60)),
+        Err(LockError::Cancelled)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // One that needs no wait is still granted.
+    locks
+        .lock(3, 7, b"other", LockMode::Exclusive, Duration::ZERO)
+        .unwrap();
+}
