@@ -43,6 +43,9 @@ struct State {
     /// Writes still allowed before the crash; None when no crash is scheduled.
     writes_left: Option<u64>,
     fail_next_sync: bool,
+    /// Reads still allowed before one fails with an I/O error (EIO), without
+    /// crashing; None when no read failure is scheduled.
+    reads_until_failure: Option<u64>,
     writes: u64,
     syncs: u64,
 }
@@ -180,6 +183,7 @@ impl State {
             crashed: false,
             writes_left: None,
             fail_next_sync: false,
+            reads_until_failure: None,
             writes: 0,
             syncs: 0,
         }
@@ -290,6 +294,13 @@ impl SimStorage {
     /// failed writeback may or may not have persisted them.
     pub fn fail_next_sync(&self) {
         self.lock().fail_next_sync = true;
+    }
+
+    /// With `Some(n)`, `n` further reads (of any file) succeed and the next one fails
+    /// with an I/O error, as a disk returning EIO does, once: nothing crashes, later reads
+    /// and all writes work. `None` cancels a failure not yet reached.
+    pub fn fail_read_after(&self, n: Option<u64>) {
+        self.lock().reads_until_failure = n;
     }
 
     /// The storage as it could be found after power loss at this moment: per file, the durable content (what the last
@@ -449,8 +460,16 @@ impl SimFile {
 
 impl StorageFile for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let state = self.storage.lock();
+        let mut state = self.storage.lock();
         check_aligned(buf.as_ptr() as usize, buf.len(), offset, state.alignment)?;
+        match state.reads_until_failure {
+            Some(0) => {
+                state.reads_until_failure = None;
+                return Err(self.context(io::Error::other("simulated read error (EIO)")));
+            }
+            Some(n) => state.reads_until_failure = Some(n - 1),
+            None => {}
+        }
         let file = state.file(self.id)?;
         let len = file.current.len() as u64;
         match offset.checked_add(buf.len() as u64) {

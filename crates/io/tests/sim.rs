@@ -284,6 +284,29 @@ fn sim_fail_next_sync_fails_exactly_once() {
 }
 
 #[test]
+fn sim_fail_read_after_fails_the_chosen_read_once() {
+    let sim = SimStorage::new();
+    let f = sim.open("f", true).unwrap();
+    f.write_all_at(b"data", 0).unwrap();
+    let mut buf = [0u8; 4];
+    sim.fail_read_after(Some(2));
+    f.read_exact_at(&mut buf, 0).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(
+        f.read_exact_at(&mut buf, 0).is_err(),
+        "the third read fails"
+    );
+    assert!(!sim.has_crashed(), "a failed read is not a crash");
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"data");
+    f.write_all_at(b"more", 4).unwrap();
+    sim.fail_read_after(Some(0));
+    sim.fail_read_after(None);
+    f.read_exact_at(&mut buf, 4).unwrap();
+    assert_eq!(&buf, b"more");
+}
+
+#[test]
 fn sim_read_past_eof_and_writes_extend_with_zeros() {
     let sim = SimStorage::new();
     let f = sim.open("f", true).unwrap();

@@ -6,10 +6,9 @@
 //! each round; the write path calls the writer-side waits.
 
 use crate::config::UndoQuotaPolicy;
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use crate::kill::KillReason;
 use crate::shared::{Engine, TrxShared};
-use crate::trx_sys::unpack_view;
 use millrace_buf::space;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -38,8 +37,8 @@ pub(crate) fn policies(e: &Engine) -> Result<(), TrxError> {
                 let oldest = open
                     .iter()
                     .filter_map(|t| {
-                        let packed = t.view_no.load(Ordering::SeqCst);
-                        (packed != 0).then_some((unpack_view(packed).1, t))
+                        let ticket = t.view_no.load(Ordering::SeqCst);
+                        e.sys.view_limit(ticket).map(|no| (no, t))
                     })
                     .min_by_key(|(no, _)| *no);
                 if let Some((no, t)) = oldest {
@@ -52,7 +51,7 @@ pub(crate) fn policies(e: &Engine) -> Result<(), TrxError> {
             }
             UndoQuotaPolicy::WaitWriters => {
                 let (m, cv) = &e.writers_blocked;
-                let mut blocked = m.lock().expect("poisoned");
+                let mut blocked = unpoisoned(m.lock());
                 if over && !*blocked {
                     tracing::warn!(
                         undo_bytes = bytes,
@@ -126,16 +125,16 @@ impl Engine {
             return;
         }
         // Busy: close the view now through the registry of view slots.
-        let packed = t.view_no.swap(0, Ordering::SeqCst);
-        if packed != 0 {
-            self.sys.force_close_view(packed);
+        let ticket = t.view_no.swap(0, Ordering::SeqCst);
+        if ticket != 0 {
+            self.sys.force_close_view(ticket);
         }
     }
 
     /// The wait_writers policy: block while undo is over quota.
     pub(crate) fn wait_for_quota(&self) -> Result<(), TrxError> {
         let (m, cv) = &self.writers_blocked;
-        let mut blocked = m.lock().expect("poisoned");
+        let mut blocked = unpoisoned(m.lock());
         if !*blocked {
             return Ok(());
         }
@@ -147,10 +146,7 @@ impl Engine {
             if now >= deadline {
                 return Err(TrxError::LockWaitTimeout);
             }
-            blocked = cv
-                .wait_timeout(blocked, deadline - now)
-                .expect("poisoned")
-                .0;
+            blocked = unpoisoned(cv.wait_timeout(blocked, deadline - now)).0;
         }
         Ok(())
     }

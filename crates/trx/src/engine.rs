@@ -3,7 +3,7 @@
 //! are in trx.rs, rollback in rollback.rs, purge in purge.rs.
 
 use crate::config::{RuntimeSettings, TrxConfig};
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use crate::id_limits::{IdLimits, ID_BLOCK};
 use crate::keys::{KeyPart, SecondaryDef, SEGMENT};
 use crate::lock::LockManager;
@@ -130,6 +130,7 @@ impl Engine {
             purge_blocked_by_view: AtomicBool::new(false),
             purge_thread: Mutex::new(None),
             registry: registry.clone(),
+            failed: std::sync::OnceLock::new(),
             rsegs,
             store,
             cfg,
@@ -210,6 +211,7 @@ impl Engine {
     /// Creates a table: a tablespace, a clustered index and one secondary
     /// index per key spec (parts of the row value). Returns its id.
     pub fn create_table(&self, secondary_keys: &[Vec<KeyPart>]) -> Result<u32, TrxError> {
+        self.check_alive()?;
         // The table directory stores a part as (offset, length) with
         // offset SEGMENT marking a segment, so a byte range may not start
         // there (no value is that long anyway).
@@ -254,10 +256,7 @@ impl Engine {
         if let Some(end) = mtr.commit()? {
             self.store.log().wait_flushed(end)?;
         }
-        self.tables
-            .write()
-            .expect("poisoned")
-            .insert(def.id, Arc::new(Table::open(def.clone())));
+        unpoisoned(self.tables.write()).insert(def.id, Arc::new(Table::open(def.clone())));
         Ok(def.id)
     }
 
@@ -267,6 +266,7 @@ impl Engine {
     /// that name it are skipped by rollback and purge from then on.
     /// The tablespace's pages are not reclaimed (its file stays, unused).
     pub fn drop_table(&self, id: u32) -> Result<bool, TrxError> {
+        self.check_alive()?;
         let mut mtr = self.store.mtr()?;
         if !tables::remove_table(&mut mtr, id)? {
             return Ok(false);
@@ -274,7 +274,7 @@ impl Engine {
         if let Some(end) = mtr.commit()? {
             self.store.log().wait_flushed(end)?;
         }
-        self.tables.write().expect("poisoned").remove(&id);
+        unpoisoned(self.tables.write()).remove(&id);
         Ok(true)
     }
 
@@ -287,13 +287,7 @@ impl Engine {
     }
 
     pub fn table_ids(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self
-            .tables
-            .read()
-            .expect("poisoned")
-            .keys()
-            .copied()
-            .collect();
+        let mut v: Vec<u32> = unpoisoned(self.tables.read()).keys().copied().collect();
         v.sort_unstable();
         v
     }
@@ -310,7 +304,7 @@ impl Engine {
     pub fn shutdown(&self) -> Result<(), TrxError> {
         self.shutting_down.store(true, Ordering::SeqCst);
         self.wake_purge();
-        if let Some(h) = self.purge_thread.lock().expect("poisoned").take() {
+        if let Some(h) = unpoisoned(self.purge_thread.lock()).take() {
             let _ = h.join();
         }
         self.store.shutdown()?;

@@ -3,6 +3,17 @@
 
 use millrace_errcode::{self as errcode, ErrorCode};
 use std::fmt;
+use std::sync::{LockResult, PoisonError};
+
+/// The guard of a mutex even if a holder panicked. Only for data that no
+/// code run under the mutex can leave half-changed (no I/O and no caller's
+/// code runs under it; each change is one container operation), so a
+/// poisoned one is still consistent: see docs/design.md, "Transactions
+/// under failure". The other mutexes (a transaction's state, a rollback
+/// segment's) stop the engine when poisoned instead.
+pub(crate) fn unpoisoned<G>(r: LockResult<G>) -> G {
+    r.unwrap_or_else(PoisonError::into_inner)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrxError {
@@ -21,6 +32,11 @@ pub enum TrxError {
     Full(String),
     Corrupt(String),
     Storage(String),
+    /// The engine stopped: a rollback could not finish, or a panic left
+    /// its state unknown. Every later call fails with this; the next open
+    /// recovers (rolls the unfinished transactions back from undo).
+    /// MySQL 1030 ER_GET_ERRNO.
+    EngineFailed(String),
 }
 
 impl TrxError {
@@ -36,7 +52,7 @@ impl TrxError {
             Self::TooLarge(_) => errcode::ER_TOO_BIG_ROWSIZE,
             Self::Full(_) => errcode::ER_RECORD_FILE_FULL,
             Self::Corrupt(_) => errcode::ER_TABLE_CORRUPT,
-            Self::Storage(_) => errcode::ER_GET_ERRNO,
+            Self::Storage(_) | Self::EngineFailed(_) => errcode::ER_GET_ERRNO,
         }
     }
 }
@@ -59,6 +75,10 @@ impl fmt::Display for TrxError {
             Self::Full(m) => write!(f, "full: {m}"),
             Self::Corrupt(m) => write!(f, "data corrupted: {m}"),
             Self::Storage(m) => write!(f, "storage error: {m}"),
+            Self::EngineFailed(m) => write!(
+                f,
+                "the storage engine stopped ({m}); restart the server to recover"
+            ),
         }
     }
 }

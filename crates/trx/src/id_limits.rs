@@ -36,7 +36,7 @@ impl IdLimits {
         id_limit: u64,
         no_limit: u64,
     ) -> Result<(), TrxError> {
-        let _g = self.update.lock().expect("poisoned");
+        let _g = self.update.lock().map_err(|_| poisoned())?;
         if let Some(end) = sys_page::write_limits(store, id_limit, no_limit)? {
             store.log().wait_flushed(end)?;
         }
@@ -57,7 +57,7 @@ impl IdLimits {
         let (id, no) = (sys.next_id(), sys.next_no());
         // The common case takes no lock: two atomic loads.
         if self.near(id, no) {
-            let _g = self.update.lock().expect("poisoned");
+            let _g = self.update.lock().map_err(|_| poisoned())?;
             if self.near(id, no) {
                 let (ni, nn) = (id + ID_BLOCK, no + ID_BLOCK);
                 sys_page::write_limits(store, ni, nn)?;
@@ -67,4 +67,10 @@ impl IdLimits {
         }
         Ok(())
     }
+}
+
+/// A panic while the limits were being written leaves the trx system page
+/// unknown: the engine stops (the caller's `Engine::fail`).
+fn poisoned() -> TrxError {
+    TrxError::EngineFailed("a panic while the id limits were being written".into())
 }

@@ -26,7 +26,8 @@
 //! (secondary entries); `rollback`; `bounds` (purge lag, undo quota, idle
 //! timeout); `purge` (and undo truncation); `trx` (`Trx`: begin, reads,
 //! writes, commit); `engine` (open, tables, settings, metrics, shutdown);
-//! `check` (the offline check of a data directory).
+//! `check` (the offline check of a data directory); `failure_tests` (unit
+//! tests of panics inside engine calls).
 //!
 //! # Example
 //!
@@ -81,6 +82,8 @@ pub mod check;
 mod config;
 mod engine;
 mod error;
+#[cfg(test)]
+mod failure_tests;
 mod id_limits;
 pub mod keys;
 mod kill;

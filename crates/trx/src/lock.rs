@@ -58,12 +58,24 @@
 //!
 //! A trx shard or the graph may also be taken without a row shard, but never
 //! with a row shard taken after it.
+//!
+//! # Panics
+//! Nothing run under these mutexes does I/O or calls a caller's code, and
+//! each leaves its data whole at every step, so a poisoned one is used as
+//! it is (`error::unpoisoned`): `release_all` runs from `Trx::drop`, also
+//! while a panic unwinds, and must not panic again.
+//!
+//! # Key value locks
+//! `lock_value` locks a value of a unique secondary index rather than a
+//! row (its own lock space in the same table): the unique check's lock,
+//! see `Trx::unique_key_taken`.
 
+use crate::error::unpoisoned;
 use millrace_metrics::{Counter, Registry};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -140,7 +152,7 @@ struct Signal {
 
 impl Signal {
     fn state(&self) -> MutexGuard<'_, WaitState> {
-        self.state.lock().expect("lock wait signal poisoned")
+        unpoisoned(self.state.lock())
     }
 
     fn is_waiting(&self) -> bool {
@@ -212,7 +224,9 @@ impl LockQueue {
     }
 }
 
-type RowKey = (u32, Vec<u8>);
+/// (table, lock space, key): space 0 holds rows by primary key, space
+/// `i + 1` the key values of unique secondary index `i` (`lock_value`).
+type RowKey = (u32, u32, Vec<u8>);
 type RowShard = Mutex<HashMap<RowKey, LockQueue>>;
 
 /// What release_all and cancel need about one trx.
@@ -241,6 +255,8 @@ pub struct LockManager {
     trxs: Box<[Mutex<HashMap<TrxId, TrxLocks>>]>,
     wait_for: Mutex<HashMap<TrxId, WaitEdges>>,
     next_wait_id: AtomicU64,
+    /// Set by `cancel_all`: requests that would wait fail at once.
+    closed: AtomicBool,
     /// Holder entries over all rows; kept next to the queues so the gauge
     /// and `total_locks` need no scan.
     rows_locked: Arc<AtomicU64>,
@@ -286,6 +302,7 @@ impl LockManager {
             trxs: (0..TRX_SHARDS).map(|_| Mutex::default()).collect(),
             wait_for: Mutex::default(),
             next_wait_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
             rows_locked,
             waiting,
             metrics,
@@ -295,19 +312,15 @@ impl LockManager {
     fn row_shard(&self, row: &RowKey) -> MutexGuard<'_, HashMap<RowKey, LockQueue>> {
         let mut h = DefaultHasher::new();
         row.hash(&mut h);
-        self.rows[(h.finish() % ROW_SHARDS as u64) as usize]
-            .lock()
-            .expect("lock table shard poisoned")
+        unpoisoned(self.rows[(h.finish() % ROW_SHARDS as u64) as usize].lock())
     }
 
     fn trx_shard(&self, trx: TrxId) -> MutexGuard<'_, HashMap<TrxId, TrxLocks>> {
-        self.trxs[(trx % TRX_SHARDS as u64) as usize]
-            .lock()
-            .expect("lock trx shard poisoned")
+        unpoisoned(self.trxs[(trx % TRX_SHARDS as u64) as usize].lock())
     }
 
     fn graph(&self) -> MutexGuard<'_, HashMap<TrxId, WaitEdges>> {
-        self.wait_for.lock().expect("lock wait-for graph poisoned")
+        unpoisoned(self.wait_for.lock())
     }
 
     /// Locks row `key` of table `table` for `trx`. Returns at once if trx already holds it in this
@@ -327,7 +340,35 @@ impl LockManager {
         mode: LockMode,
         timeout: Duration,
     ) -> Result<(), LockError> {
-        let row: RowKey = (table, key.to_vec());
+        self.lock_key(trx, (table, 0, key.to_vec()), mode, timeout)
+    }
+
+    /// Locks key value `key` of unique secondary index `index` of `table`
+    /// (not a row: a value, present or not), like `lock` otherwise, in the
+    /// same queues, wait-for graph and release. The unique check takes it
+    /// exclusively before looking for the value, so two transactions that
+    /// insert one value take turns (what InnoDB gets from its insert into
+    /// the unique index and the locks on duplicates).
+    pub fn lock_value(
+        &self,
+        trx: TrxId,
+        table: u32,
+        index: u32,
+        key: &[u8],
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<(), LockError> {
+        let space = index.checked_add(1).expect("fewer than u32::MAX indexes");
+        self.lock_key(trx, (table, space, key.to_vec()), mode, timeout)
+    }
+
+    fn lock_key(
+        &self,
+        trx: TrxId,
+        row: RowKey,
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<(), LockError> {
         let signal = {
             let mut shard = self.row_shard(&row);
             let queue = shard.entry(row.clone()).or_default();
@@ -352,6 +393,12 @@ impl LockManager {
                 return Ok(());
             }
 
+            if self.closed.load(Ordering::SeqCst) {
+                if queue.is_empty() {
+                    shard.remove(&row);
+                }
+                return Err(LockError::Cancelled);
+            }
             let signal = Arc::new(Signal {
                 wait_id: self.next_wait_id.fetch_add(1, Ordering::Relaxed),
                 state: Mutex::new(WaitState::Waiting),
@@ -388,18 +435,14 @@ impl LockManager {
                 wait_start.get_or_insert_with(Instant::now);
                 match deadline {
                     // A timeout too large for an Instant: wait until woken.
-                    None => state = signal.wake.wait(state).expect("lock wait signal poisoned"),
+                    None => state = unpoisoned(signal.wake.wait(state)),
                     Some(deadline) => {
                         let now = Instant::now();
                         if now >= deadline {
                             *state = WaitState::TimedOut;
                             break;
                         }
-                        state = signal
-                            .wake
-                            .wait_timeout(state, deadline - now)
-                            .expect("lock wait signal poisoned")
-                            .0;
+                        state = unpoisoned(signal.wake.wait_timeout(state, deadline - now)).0;
                     }
                 }
             }
@@ -436,7 +479,7 @@ impl LockManager {
     /// `release_all`), or the lock would outlive it; InnoDB checks this under
     /// the trx system latch.
     pub fn grant_implicit(&self, holder: TrxId, table: u32, key: &[u8]) {
-        let row: RowKey = (table, key.to_vec());
+        let row: RowKey = (table, 0, key.to_vec());
         let mut shard = self.row_shard(&row);
         let queue = shard.entry(row.clone()).or_default();
         if queue.held_by(holder) == Some(LockMode::Exclusive) {
@@ -497,8 +540,23 @@ impl LockManager {
         }
     }
 
+    /// Cancels every wait and makes every later request that would wait
+    /// fail at once with `Cancelled` (the engine stopped: `Engine::fail`;
+    /// nobody will release the locks of its unfinished transactions).
+    /// Requests that need no wait are still granted.
+    pub fn cancel_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for shard in self.trxs.iter() {
+            for locks in unpoisoned(shard.lock()).values() {
+                if let Some(signal) = &locks.wait {
+                    signal.finish(WaitState::Cancelled);
+                }
+            }
+        }
+    }
+
     pub fn held_mode(&self, trx: TrxId, table: u32, key: &[u8]) -> Option<LockMode> {
-        let row: RowKey = (table, key.to_vec());
+        let row: RowKey = (table, 0, key.to_vec());
         self.row_shard(&row).get(&row).and_then(|q| q.held_by(trx))
     }
 

@@ -14,12 +14,14 @@
 //! tablespaces that grew past their limit once purge has emptied them.
 
 use crate::bounds;
+use crate::error::unpoisoned;
 use crate::error::TrxError;
 use crate::secondary::sec_entry;
 use crate::shared::Engine;
 use crate::undo::{self, Rseg};
 use crate::undo_rec::{RollPtr, UndoKind, UndoRecord};
 use millrace_buf::space;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -43,28 +45,46 @@ fn coordinator(w: Weak<Engine>) {
         if e.shutting_down.load(Ordering::SeqCst) {
             return;
         }
-        let did = match purge_round(&e) {
-            Ok(n) => n > 0,
-            Err(err) => {
-                tracing::error!(error = %err, "purge round failed");
-                false
+        // A stopped engine is not changed any more: purge idles until
+        // shutdown (an error, by contrast, is retried next round).
+        let did = e.check_alive().is_ok() && {
+            // A panic in a round leaves pages half-purged: the engine
+            // stops rather than this thread dying unnoticed (history would
+            // then grow until the undo quota stalls every writer).
+            match catch_unwind(AssertUnwindSafe(|| round(&e))) {
+                Ok(did) => did,
+                Err(_) => {
+                    e.fail("the purge thread panicked".into());
+                    false
+                }
             }
         };
-        if let Err(err) = bounds::policies(&e) {
-            tracing::error!(error = %err, "history bound policies failed");
-        }
-        if let Err(err) = e.truncate_undo_spaces() {
-            tracing::error!(error = %err, "undo tablespace truncation failed");
-        }
         if !did {
             let (m, cv) = &e.purge_wake;
-            let g = m.lock().expect("poisoned");
-            let (mut g, _) = cv
-                .wait_timeout_while(g, IDLE_ROUND, |woken| !*woken)
-                .expect("poisoned");
+            let g = unpoisoned(m.lock());
+            let (mut g, _) = unpoisoned(cv.wait_timeout_while(g, IDLE_ROUND, |woken| !*woken));
             *g = false;
         }
     }
+}
+
+/// One round of purge, the history bounds and undo truncation; whether it
+/// purged anything. Errors are logged and retried at the next round.
+fn round(e: &Engine) -> bool {
+    let did = match purge_round(e) {
+        Ok(n) => n > 0,
+        Err(err) => {
+            tracing::error!(error = %err, "purge round failed");
+            false
+        }
+    };
+    if let Err(err) = bounds::policies(e) {
+        tracing::error!(error = %err, "history bound policies failed");
+    }
+    if let Err(err) = e.truncate_undo_spaces() {
+        tracing::error!(error = %err, "undo tablespace truncation failed");
+    }
+    did
 }
 
 /// One round; returns how many undo logs were purged.
@@ -131,7 +151,10 @@ pub(crate) fn purge_round(e: &Engine) -> Result<usize, TrxError> {
                 })
                 .collect();
             hs.into_iter()
-                .map(|h| h.join().expect("purge worker panicked"))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(e.fail("a purge worker panicked".into())))
+                })
                 .collect()
         });
         for r in results {
@@ -244,7 +267,7 @@ impl Engine {
                 let mut mtr = self.store.mtr()?;
                 space::space_size(&mut mtr, sp)?.0
             };
-            let mut inactive = self.inactive_spaces.lock().expect("poisoned");
+            let mut inactive = unpoisoned(self.inactive_spaces.lock());
             if !inactive.contains(&sp) {
                 // Keep at least one space taking new undo.
                 if size as u64 * ps > limit && inactive.len() + 1 < spaces.len() {
@@ -259,7 +282,10 @@ impl Engine {
             }
             drop(inactive);
             let rsegs: Vec<&Rseg> = self.rsegs.iter().filter(|r| r.space == sp).collect();
-            let guards: Vec<_> = rsegs.iter().map(|r| r.lock(&self.rseg_metrics)).collect();
+            let guards = rsegs
+                .iter()
+                .map(|r| r.lock(&self.rseg_metrics))
+                .collect::<Result<Vec<_>, _>>()?;
             if !guards.iter().all(|g| g.idle()) {
                 continue;
             }
@@ -278,7 +304,7 @@ impl Engine {
             if let Some(end) = end {
                 self.store.truncate_space_file(sp, new_size, end)?;
             }
-            self.inactive_spaces.lock().expect("poisoned").remove(&sp);
+            unpoisoned(self.inactive_spaces.lock()).remove(&sp);
             self.m.undo_truncations.inc();
             tracing::info!(space = sp, pages = new_size, "undo tablespace truncated");
         }

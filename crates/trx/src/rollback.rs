@@ -115,36 +115,49 @@ impl Engine {
     }
 
     /// Ends a transaction: rollback everything it did, free its undo log,
-    /// leave the active set, release locks, close its view.
+    /// leave the active set, release locks, close its view. Only once all
+    /// of its changes are undone: a rollback that fails half-way stops the
+    /// engine (`fail`) and leaves the transaction as it is (active, locks
+    /// held, its undo log in its slot), since ending it would make the
+    /// changes not undone look committed; the next open rolls it back.
     pub(crate) fn rollback_state(&self, st: &mut TrxState) -> Result<(), TrxError> {
-        let result = self.rollback_to(st, 0);
-        if let Some(log) = st.undo.take() {
+        self.check_alive()?;
+        self.rollback_to(st, 0)?;
+        if let Some(log) = st.undo.as_ref() {
             let r = &self.rsegs[log.rseg as usize];
             let slot = st.slot;
             let f = undo::finish(
                 &self.store,
                 r,
                 &self.rseg_metrics,
-                &log,
+                log,
                 undo::Ending::Rollback,
                 &|| self.sys.assign_no(slot),
                 &self.m.history_len,
-            )?;
+            )
+            .map_err(|e| self.fail(format!("ending the rollback of trx {}: {e}", st.id)))?;
+            st.undo = None;
             if f.to_history {
                 self.wake_purge();
             }
         }
         self.end(st);
         self.m.rollbacks.inc();
-        result
+        Ok(())
     }
 
+    /// Undoes the changes from `undo_no` on (a statement, a savepoint, or
+    /// everything). Any error stops the engine: some changes may be undone
+    /// and others not, and only recovery from the undo log can finish.
     pub(crate) fn rollback_to(&self, st: &mut TrxState, undo_no: u64) -> Result<(), TrxError> {
+        self.check_alive()?;
         let Some(log) = &st.undo else { return Ok(()) };
-        let recs = undo::records_newest_first(&self.store, log.space, log.first_page)?;
-        for (_, rec) in recs.iter().filter(|(_, r)| r.undo_no >= undo_no) {
-            self.undo_one(rec, st.id)?;
-        }
-        Ok(())
+        let undone =
+            undo::records_newest_first(&self.store, log.space, log.first_page).and_then(|recs| {
+                recs.iter()
+                    .filter(|(_, r)| r.undo_no >= undo_no)
+                    .try_for_each(|(_, rec)| self.undo_one(rec, st.id))
+            });
+        undone.map_err(|e| self.fail(format!("rollback of trx {} failed: {e}", st.id)))
     }
 }

@@ -6,7 +6,7 @@
 //! engine.rs).
 
 use crate::config::{Isolation, RuntimeSettings, TrxConfig};
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use crate::id_limits::IdLimits;
 use crate::kill::KillFlag;
 use crate::lock::LockManager;
@@ -17,7 +17,7 @@ use millrace_buf::PageStore;
 use millrace_metrics::{Counter, Registry};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -53,8 +53,9 @@ pub(crate) struct TrxShared {
     pub(crate) killed: KillFlag,
     pub(crate) last_active_ms: AtomicU64,
     pub(crate) iso: Isolation,
-    /// The open read view's serialisation limit (0: none), readable without
-    /// the state mutex (the undo quota policy looks for the oldest).
+    /// The open read view's ticket (`trx_sys::pack_view`; 0: none),
+    /// readable without the state mutex (the undo quota policy looks for
+    /// the oldest view through it and may close it).
     pub(crate) view_no: Arc<AtomicU64>,
     /// When the open read view was made (engine clock, ms; 0: none).
     pub(crate) view_opened_ms: Arc<AtomicU64>,
@@ -83,21 +84,18 @@ impl OpenTrx {
         &self.shards[handle as usize % Self::SHARDS]
     }
     pub(crate) fn insert(&self, handle: u64, t: Weak<TrxShared>) {
-        self.shard(handle)
-            .lock()
-            .expect("poisoned")
-            .insert(handle, t);
+        unpoisoned(self.shard(handle).lock()).insert(handle, t);
     }
+    /// Called from `Trx::drop`, also while a panic unwinds: never panics.
     pub(crate) fn remove(&self, handle: u64) {
-        self.shard(handle).lock().expect("poisoned").remove(&handle);
+        unpoisoned(self.shard(handle).lock()).remove(&handle);
     }
     /// The transactions open now (one shard at a time).
     pub(crate) fn all(&self) -> Vec<Arc<TrxShared>> {
         self.shards
             .iter()
             .flat_map(|s| {
-                s.lock()
-                    .expect("poisoned")
+                unpoisoned(s.lock())
                     .values()
                     .filter_map(|w| w.upgrade())
                     .collect::<Vec<_>>()
@@ -136,6 +134,9 @@ pub struct Engine {
     pub(crate) inactive_spaces: Mutex<HashSet<u32>>,
     pub(crate) purge_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) registry: Arc<Registry>,
+    /// Why the engine stopped, once it has (`fail`): set once, never
+    /// cleared; the next open recovers.
+    pub(crate) failed: OnceLock<String>,
 }
 
 impl Engine {
@@ -161,9 +162,7 @@ impl Engine {
     }
 
     pub(crate) fn table(&self, id: u32) -> Result<Arc<Table>, TrxError> {
-        self.tables
-            .read()
-            .expect("poisoned")
+        unpoisoned(self.tables.read())
             .get(&id)
             .cloned()
             .ok_or(TrxError::NoSuchTable(id))
@@ -171,8 +170,38 @@ impl Engine {
 
     pub(crate) fn wake_purge(&self) {
         let (m, cv) = &self.purge_wake;
-        *m.lock().expect("poisoned") = true;
+        *unpoisoned(m.lock()) = true;
         cv.notify_one();
+    }
+
+    /// Stops the engine: its state is unknown (a rollback that could not
+    /// finish, a panic while a transaction's state or a rollback segment
+    /// was held). Transactions that did not end keep their locks, their
+    /// place in the active set and their undo logs, so no reader takes
+    /// their changes for committed; every later call fails; the next open
+    /// rolls them back from undo. Waiting lock requests are cancelled.
+    /// Returns the error to give the caller (the first reason wins).
+    pub(crate) fn fail(&self, why: String) -> TrxError {
+        if self.failed.set(why.clone()).is_ok() {
+            tracing::error!(reason = %why, "the transaction engine stopped; restart to recover");
+            self.locks.cancel_all();
+            self.wake_purge();
+        }
+        TrxError::EngineFailed(self.failed.get().cloned().unwrap_or(why))
+    }
+
+    /// `Err(EngineFailed)` once the engine has stopped.
+    pub(crate) fn check_alive(&self) -> Result<(), TrxError> {
+        match self.failed.get() {
+            Some(why) => Err(TrxError::EngineFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the engine stopped, if it has: every call fails then, and the
+    /// data directory must be opened again (which recovers it).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
     }
 
     /// Ends a transaction, committed or rolled back: it leaves the active

@@ -12,7 +12,7 @@
 //! mutex held.
 
 use crate::config::{Isolation, UndoQuotaPolicy};
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use crate::kill::{KillFlag, KillReason};
 use crate::lock::{LockError, LockMode};
 use crate::secondary::{existing_entries, insert_entries, sec_entry};
@@ -115,9 +115,23 @@ struct Call<'a> {
     iso: Isolation,
 }
 
+/// What a poisoned transaction state means: a call panicked while it
+/// changed pages and undo, so nothing about them is known any more.
+const PANICKED: &str = "a call panicked in the middle of a transaction";
+
 impl Trx {
+    /// The transaction's state, or the engine stops if a panic left it
+    /// poisoned (see `PANICKED`).
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, TrxState>, TrxError> {
+        self.shared
+            .state
+            .lock()
+            .map_err(|_| self.e.fail(PANICKED.into()))
+    }
+
     fn call(&self) -> Result<Call<'_>, TrxError> {
-        let st = self.shared.state.lock().expect("poisoned");
+        let st = self.state()?;
+        self.e.check_alive()?;
         let reason = self.shared.killed.get();
         if reason != KillReason::None || st.done {
             return Err(TrxError::RolledBack(reason.message()));
@@ -140,6 +154,8 @@ impl Trx {
     ) -> Result<T, TrxError> {
         let mut c = self.call()?;
         let stmt_start = c.st.undo_no;
+        #[cfg(test)]
+        injected_panic();
         let r = f(&mut c);
         self.shared
             .last_active_ms
@@ -149,6 +165,9 @@ impl Trx {
                 self.e.rollback_to(&mut c.st, stmt_start)?;
                 Err(TrxError::LockWaitTimeout)
             }
+            // Raised below the engine (a poisoned rollback segment): the
+            // engine stops as a whole.
+            Err(TrxError::EngineFailed(why)) => Err(self.e.fail(why)),
             Err(e @ (TrxError::Deadlock | TrxError::RolledBack(_))) => {
                 let _ = self.e.rollback_state(&mut c.st);
                 self.shared.killed.set(KillReason::Deadlock);
@@ -312,11 +331,77 @@ impl Trx {
         })
     }
 
+    /// The unique check of a row about to get key `skey` in secondary index
+    /// `index` (an insert, or an update that changes the key): whether a
+    /// row other than `pk` has that key, by a locking current read rather
+    /// than through the snapshot, as InnoDB's insert into a unique index.
+    /// It takes the key value's exclusive lock (held to the end of the
+    /// transaction, so two transactions inserting one value take turns),
+    /// then a shared lock on each other row that has or had the key
+    /// (waiting for its writer to commit or roll back), and reads the
+    /// row's latest version once locked. A transaction's own delete of the
+    /// value counts as gone (delete, then insert the same value, works).
+    /// The caller writes the row afterwards in the same transaction. Lock
+    /// wait timeouts and deadlocks are those of any row lock.
+    pub fn unique_key_taken(
+        &self,
+        table: u32,
+        index: usize,
+        skey: &[u8],
+        pk: &[u8],
+    ) -> Result<bool, TrxError> {
+        self.statement(|c| {
+            let t = c.e.table(table)?;
+            let (idx, sd) = t
+                .secondaries
+                .get(index)
+                .ok_or(TrxError::NoSuchTable(table))?;
+            c.ensure_rw()?;
+            let me = c.st.id;
+            let index_no = u32::try_from(index).map_err(|_| TrxError::NoSuchTable(table))?;
+            c.e.locks
+                .lock_value(
+                    me,
+                    t.def.id,
+                    index_no,
+                    skey,
+                    LockMode::Exclusive,
+                    c.lock_timeout(),
+                )
+                .map_err(lock_error)?;
+            // Every row whose latest version (or one a rollback could
+            // restore) has the key has an entry (skey, pk), live or
+            // delete-marked; purge removes only entries no such version
+            // has. The value's lock keeps new ones from appearing.
+            let store = c.e.store().clone();
+            let mut cur = idx.cursor(Some(skey), Direction::Forward);
+            let mut others = Vec::new();
+            while let Some(entry) = cur.next(&store)? {
+                if !entry.key.starts_with(skey) {
+                    break;
+                }
+                let other = entry.value;
+                if entry.key.len() == skey.len() + other.len() && other.as_slice() != pk {
+                    others.push(other);
+                }
+            }
+            for other in others {
+                c.lock_row(&t, &other, LockMode::Shared)?;
+                if let Some(r) = t.clustered.get(&store, &other)? {
+                    if !r.deleted && sd.key_of(&r.value) == skey {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        })
+    }
+
     /// Commits: durable at the redo log's level when it returns.
     pub fn commit(self) -> Result<(), TrxError> {
         let mut c = self.call()?;
         let e = c.e;
-        let end = match c.st.undo.take() {
+        let end = match c.st.undo.as_ref() {
             Some(log) => {
                 let r = &e.rsegs[log.rseg as usize];
                 let slot = c.st.slot;
@@ -324,11 +409,16 @@ impl Trx {
                     e.store(),
                     r,
                     &e.rseg_metrics,
-                    &log,
+                    log,
                     undo::Ending::Commit,
                     &|| e.sys.assign_no(slot),
                     &e.m.history_len,
-                )?;
+                )
+                // Committed or not, nobody knows: stop (with the log and
+                // the locks kept) and let the next open decide from the
+                // log's state.
+                .map_err(|err| e.fail(format!("commit of trx {} failed: {err}", c.st.id)))?;
+                c.st.undo = None;
                 if f.to_history {
                     e.wake_purge();
                 }
@@ -345,8 +435,13 @@ impl Trx {
         Ok(())
     }
 
+    /// Rolls the transaction back. If that cannot finish (an undo record
+    /// that cannot be applied), the engine stops with the transaction
+    /// still active and locked, for the next open to roll back: see
+    /// docs/design.md, "Transactions under failure". Never panics, also
+    /// when a panic left the transaction's state poisoned.
     pub fn rollback(self) -> Result<(), TrxError> {
-        let mut st = self.shared.state.lock().expect("poisoned");
+        let mut st = self.state()?;
         if st.done {
             return Ok(());
         }
@@ -370,18 +465,44 @@ impl Trx {
 
     /// This transaction's id (0 until its first write).
     pub fn id(&self) -> TrxId {
-        self.shared.state.lock().expect("poisoned").id
+        // Reading a number is safe whatever a panic left half-done.
+        unpoisoned(self.shared.state.lock()).id
     }
 }
 
 impl Drop for Trx {
+    /// Rolls back what is left; runs while a panic unwinds too, so nothing
+    /// here may panic (a second panic aborts the process).
     fn drop(&mut self) {
-        if let Ok(mut st) = self.shared.state.lock() {
+        if let Ok(mut st) = self.state() {
             if !st.done {
                 let _ = self.e.rollback_state(&mut st);
             }
         }
         self.e.open_trx.remove(self.handle);
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's panic, raised by this thread's next statement while it holds
+    /// the transaction's state (as a bug in an engine call would).
+    pub(crate) static PANIC_IN_NEXT_STATEMENT: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn injected_panic() {
+    if PANIC_IN_NEXT_STATEMENT.with(|p| p.replace(false)) {
+        panic!("a panic injected into an engine call");
+    }
+}
+
+fn lock_error(e: LockError) -> TrxError {
+    match e {
+        LockError::Timeout => TrxError::LockWaitTimeout,
+        LockError::Deadlock => TrxError::Deadlock,
+        LockError::Cancelled => TrxError::RolledBack("cancelled"),
     }
 }
 
@@ -397,7 +518,7 @@ impl Call<'_> {
             let v = self.e.sys.open_view(self.st.id)?;
             self.st
                 .view_no
-                .store(pack_view(v.slot, v.low_limit_no), Ordering::SeqCst);
+                .store(pack_view(v.slot, v.generation), Ordering::SeqCst);
             // +1: a view opened at engine time 0 still reads as open.
             self.st
                 .view_opened_ms
@@ -434,7 +555,7 @@ impl Call<'_> {
         if self.st.undo.is_none() {
             let n = self.e.rsegs.len();
             let start = self.e.next_rseg.fetch_add(1, Ordering::Relaxed);
-            let inactive = self.e.inactive_spaces.lock().expect("poisoned").clone();
+            let inactive = unpoisoned(self.e.inactive_spaces.lock()).clone();
             let mut log = None;
             // Active spaces first; an inactive one only if nothing else has
             // a free slot.
@@ -500,16 +621,14 @@ impl Call<'_> {
                 });
             }
         }
-        let timeout =
-            Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         self.e
             .locks
-            .lock(me, t.def.id, pk, mode, timeout)
-            .map_err(|e| match e {
-                LockError::Timeout => TrxError::LockWaitTimeout,
-                LockError::Deadlock => TrxError::Deadlock,
-                LockError::Cancelled => TrxError::RolledBack("cancelled"),
-            })
+            .lock(me, t.def.id, pk, mode, self.lock_timeout())
+            .map_err(lock_error)
+    }
+
+    fn lock_timeout(&self) -> Duration {
+        Duration::from_millis(self.e.settings.lock_wait_timeout_ms.load(Ordering::Relaxed))
     }
 
     fn insert(&mut self, t: &Table, pk: &[u8], value: &[u8]) -> Result<(), TrxError> {

@@ -12,24 +12,42 @@
 //! id, which leaving the active set clears first, so a transaction a view
 //! counts active has its number counted too. Read views register the oldest
 //! serialisation number they need in a second array of slots, which purge
-//! scans for its limit.
+//! scans for its limit. A view slot's word also holds a generation that
+//! moves at each reuse, so that a view closed twice (by the undo quota and
+//! then by its owner) never frees the slot of a later view that happens to
+//! have the same number.
 
-use crate::error::TrxError;
+use crate::error::{unpoisoned, TrxError};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub type TrxId = u64;
 
-/// A view's slot and serialisation limit in one word (limits stay below
-/// 2^48; slots below 2^16).
-pub fn pack_view(slot: usize, low_limit_no: u64) -> u64 {
-    ((slot as u64) << 48) | (low_limit_no & ((1 << 48) - 1))
+/// A view's ticket: its slot and the slot's generation in one nonzero word
+/// (0 means no view), what others use to find or close it
+/// (`view_limit`, `force_close_view`).
+pub fn pack_view(slot: usize, generation: u16) -> u64 {
+    VIEW_TICKET | ((slot as u64 & 0xffff_ffff) << 16) | generation as u64
 }
-pub fn unpack_view(packed: u64) -> (usize, u64) {
-    ((packed >> 48) as usize, packed & ((1 << 48) - 1))
+/// (slot, generation) of a ticket from `pack_view`.
+pub fn unpack_view(ticket: u64) -> (usize, u16) {
+    (((ticket >> 16) & 0xffff_ffff) as usize, ticket as u16)
 }
+const VIEW_TICKET: u64 = 1 << 63;
 const PENDING: u64 = u64::MAX;
+/// A view slot's word: the generation in the top 16 bits, the view's
+/// serialisation limit in the low 48 (0: the slot is free). Limits stay
+/// below 2^48.
+const NO_BITS: u32 = 48;
+const NO_MASK: u64 = (1 << NO_BITS) - 1;
+fn view_word(generation: u16, no: u64) -> u64 {
+    debug_assert!(no & !NO_MASK == 0, "serialisation number past 2^48");
+    ((generation as u64) << NO_BITS) | (no & NO_MASK)
+}
+fn word_generation(word: u64) -> u16 {
+    (word >> NO_BITS) as u16
+}
 
 pub struct TrxSlot {
     id: AtomicU64,
@@ -63,6 +81,8 @@ pub struct ReadView {
     /// Undo of transactions serialised below this number is not needed.
     pub low_limit_no: u64,
     pub(crate) slot: usize,
+    /// The slot's generation when this view took it.
+    pub(crate) generation: u16,
 }
 
 impl ReadView {
@@ -117,12 +137,18 @@ impl TrxSys {
         self.next_no.load(Ordering::SeqCst)
     }
 
-    fn claim(slots: &[AtomicU64], hint: usize) -> Option<usize> {
-        let n = slots.len();
-        (0..n).map(|i| (hint + i) % n).find(|&i| {
-            slots[i]
-                .compare_exchange(0, PENDING, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
+    /// Claims a free view slot (marks it PENDING); returns it and the
+    /// generation its view gets (one past the slot's last).
+    fn claim_view(&self, hint: usize) -> Option<(usize, u16)> {
+        let n = self.views.len();
+        (0..n).map(|i| (hint + i) % n).find_map(|i| {
+            let word = self.views[i].load(Ordering::SeqCst);
+            let free = word != PENDING && word & NO_MASK == 0;
+            let won = free
+                && self.views[i]
+                    .compare_exchange(word, PENDING, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok();
+            won.then(|| (i, word_generation(word).wrapping_add(1)))
         })
     }
 
@@ -140,10 +166,7 @@ impl TrxSys {
             })
             .ok_or(TrxError::TooManyTransactions(n))?;
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        self.active[id as usize % ACTIVE_SHARDS]
-            .lock()
-            .expect("poisoned")
-            .insert(id);
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).insert(id);
         self.slots[slot].id.store(id, Ordering::SeqCst);
         Ok((id, slot))
     }
@@ -165,10 +188,7 @@ impl TrxSys {
         let s = &self.slots[slot];
         s.id.store(0, Ordering::SeqCst);
         s.no.store(0, Ordering::SeqCst);
-        self.active[id as usize % ACTIVE_SHARDS]
-            .lock()
-            .expect("poisoned")
-            .remove(&id);
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).remove(&id);
     }
 
     /// Runs `f` only if `id` is active, holding its active-set shard, so a
@@ -176,32 +196,25 @@ impl TrxSys {
     /// between the check and `f`: an implicit lock converted here is
     /// released by that commit's release_all.
     pub fn with_active(&self, id: TrxId, f: impl FnOnce()) {
-        let shard = self.active[id as usize % ACTIVE_SHARDS]
-            .lock()
-            .expect("poisoned");
+        let shard = unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock());
         if shard.contains(&id) {
             f();
         }
     }
 
     pub fn is_active(&self, id: TrxId) -> bool {
-        self.active[id as usize % ACTIVE_SHARDS]
-            .lock()
-            .expect("poisoned")
-            .contains(&id)
+        unpoisoned(self.active[id as usize % ACTIVE_SHARDS].lock()).contains(&id)
     }
 
     pub fn active_count(&self) -> usize {
-        self.active
-            .iter()
-            .map(|s| s.lock().expect("poisoned").len())
-            .sum()
+        self.active.iter().map(|s| unpoisoned(s.lock()).len()).sum()
     }
 
     /// Makes a read view for `creator` (0 = read-only). Takes no global lock.
     pub fn open_view(&self, creator: TrxId) -> Result<ReadView, TrxError> {
         let hint = self.slot_hint.fetch_add(1, Ordering::Relaxed);
-        let vslot = Self::claim(&self.views, hint)
+        let (vslot, generation) = self
+            .claim_view(hint)
             .ok_or(TrxError::TooManyTransactions(self.views.len()))?;
         let mut low_limit_no = self.next_no.load(Ordering::SeqCst);
         let low_limit_id = self.next_id.load(Ordering::SeqCst);
@@ -225,7 +238,7 @@ impl TrxSys {
         }
         active.sort_unstable();
         let up_limit_id = active.first().copied().unwrap_or(low_limit_id);
-        self.views[vslot].store(low_limit_no, Ordering::SeqCst);
+        self.views[vslot].store(view_word(generation, low_limit_no), Ordering::SeqCst);
         Ok(ReadView {
             creator,
             low_limit_id,
@@ -233,26 +246,50 @@ impl TrxSys {
             active,
             low_limit_no,
             slot: vslot,
+            generation,
         })
     }
 
     pub fn close_view(&self, v: &ReadView) {
         // A view force-closed by the undo quota may have been reused since:
-        // clear the slot only if it still holds this view's value.
+        // clear the slot only if it still holds this view (its generation;
+        // a later view may have the same number).
         let _ = self.views[v.slot].compare_exchange(
-            v.low_limit_no,
-            0,
+            view_word(v.generation, v.low_limit_no),
+            view_word(v.generation, 0),
             Ordering::SeqCst,
             Ordering::Relaxed,
         );
     }
 
+    /// The view of ticket `pack_view(slot, generation)` if its slot still
+    /// holds it: its word.
+    fn ticket_word(&self, ticket: u64) -> Option<(usize, u64)> {
+        let (slot, generation) = unpack_view(ticket);
+        let word = self.views.get(slot)?.load(Ordering::SeqCst);
+        let live = ticket & VIEW_TICKET != 0
+            && word != PENDING
+            && word & NO_MASK != 0
+            && word_generation(word) == generation;
+        live.then_some((slot, word))
+    }
+
+    /// The serialisation limit of the view with this ticket, if it is
+    /// still open.
+    pub fn view_limit(&self, ticket: u64) -> Option<u64> {
+        self.ticket_word(ticket).map(|(_, word)| word & NO_MASK)
+    }
+
     /// Releases a view's slot from outside its owner (undo quota), given
-    /// `pack_view(slot, low_limit_no)`.
-    pub fn force_close_view(&self, packed: u64) {
-        let (slot, no) = unpack_view(packed);
-        if let Some(v) = self.views.get(slot) {
-            let _ = v.compare_exchange(no, 0, Ordering::SeqCst, Ordering::Relaxed);
+    /// its ticket; a no-op if that view is closed already.
+    pub fn force_close_view(&self, ticket: u64) {
+        if let Some((slot, word)) = self.ticket_word(ticket) {
+            let _ = self.views[slot].compare_exchange(
+                word,
+                view_word(word_generation(word), 0),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -271,7 +308,7 @@ impl TrxSys {
             }
         }
         for v in self.views.iter() {
-            let no = spin_load(v);
+            let no = spin_load(v) & NO_MASK;
             if no != 0 {
                 limit = limit.min(no);
             }
@@ -283,7 +320,10 @@ impl TrxSys {
     pub fn open_views(&self) -> usize {
         self.views
             .iter()
-            .filter(|v| v.load(Ordering::Relaxed) != 0)
+            .filter(|v| {
+                let word = v.load(Ordering::Relaxed);
+                word != PENDING && word & NO_MASK != 0
+            })
             .count()
     }
 }
@@ -341,6 +381,51 @@ mod tests {
             assert!(sys.purge_limit_no() <= no);
         }
         sys.close_view(&v);
+    }
+
+    /// The undo quota force-closes a busy transaction's view; another
+    /// transaction's view takes the slot with the same serialisation
+    /// number (nothing committed in between); then the first owner closes
+    /// its view: that must not unregister the second view, or purge would
+    /// free undo the second view still reads.
+    #[test]
+    fn a_view_closed_twice_leaves_the_slots_next_view_registered() {
+        let sys = TrxSys::new(1, 1, 16);
+        let a = sys.open_view(0).unwrap();
+        sys.force_close_view(pack_view(a.slot, a.generation));
+        // Fill every free slot, so one of the new views takes a's.
+        let later: Vec<ReadView> = (0..sys.views.len())
+            .map_while(|_| sys.open_view(0).ok())
+            .collect();
+        let b = later
+            .iter()
+            .find(|v| v.slot == a.slot)
+            .expect("a's slot reused");
+        assert_eq!(
+            b.low_limit_no, a.low_limit_no,
+            "the same number: the ABA case"
+        );
+        for v in later.iter().filter(|v| v.slot != a.slot) {
+            sys.close_view(v);
+        }
+        sys.close_view(&a);
+        sys.force_close_view(pack_view(a.slot, a.generation));
+        // Commits move the counter on; b still holds purge at its number.
+        let (id, slot) = sys.register().unwrap();
+        sys.assign_no(slot);
+        sys.deregister(id, slot);
+        assert!(
+            sys.purge_limit_no() <= b.low_limit_no,
+            "b's view was unregistered by a's stale close"
+        );
+        assert_eq!(
+            sys.view_limit(pack_view(b.slot, b.generation)),
+            Some(b.low_limit_no)
+        );
+        assert_eq!(sys.view_limit(pack_view(a.slot, a.generation)), None);
+        sys.close_view(b);
+        assert_eq!(sys.open_views(), 0);
+        assert!(sys.purge_limit_no() > b.low_limit_no);
     }
 
     #[test]

@@ -82,16 +82,24 @@ pub struct RsegMetrics {
 }
 
 impl Rseg {
-    /// Takes the segment mutex, counting a wait if it was held.
-    pub(crate) fn lock(&self, m: &RsegMetrics) -> MutexGuard<'_, RsegMem> {
+    /// Takes the segment mutex, counting a wait if it was held. A panic
+    /// while it was held (in the middle of changing the segment's pages)
+    /// leaves the segment unknown: `EngineFailed`, and the caller's engine
+    /// stops.
+    pub(crate) fn lock(&self, m: &RsegMetrics) -> Result<MutexGuard<'_, RsegMem>, TrxError> {
         if let Ok(g) = self.mem.try_lock() {
-            return g;
+            return Ok(g);
         }
         let t0 = Instant::now();
-        let g = self.mem.lock().expect("rseg mutex poisoned");
+        let g = self.mem.lock().map_err(|_| {
+            TrxError::EngineFailed(format!(
+                "a panic while rollback segment {} was being changed",
+                self.id
+            ))
+        })?;
         m.waits.inc();
         m.wait_ns.add(t0.elapsed().as_nanos() as u64);
-        g
+        Ok(g)
     }
 
     /// Creates the header page of a new segment in `undo_space`.
@@ -218,7 +226,7 @@ pub fn create_log(
     trx_id: u64,
 ) -> Result<Option<UndoLog>, TrxError> {
     let mut mtr = store.mtr()?;
-    let mut mem = rseg.lock(m);
+    let mut mem = rseg.lock(m)?;
     let Some(slot) = mem.free_slots.pop() else {
         return Ok(None);
     };
@@ -530,7 +538,7 @@ pub fn finish(
         STATE_ROLLED_BACK
     };
     let mut mtr = store.mtr()?;
-    let mut mem = rseg.lock(m);
+    let mut mem = rseg.lock(m)?;
     // The serialisation number is taken under the segment mutex, so each
     // segment's history list is in serialisation order.
     let trx_no = to_history.then(assign_no);
@@ -587,7 +595,7 @@ pub fn purge_head(
 ) -> Result<(), TrxError> {
     trim_to_first_page(store, rseg.space, first_page)?;
     let mut mtr = store.mtr()?;
-    let _g = rseg.lock(m);
+    let _g = rseg.lock(m)?;
     let h = rseg.header(&mut mtr)?;
     let hp = mtr.page(h);
     if u32_at(hp, R_HIST_FIRST) != first_page {

@@ -25,6 +25,6 @@ mod schema;
 mod store;
 pub mod system;
 
-pub use mdl::Mdl;
+pub use mdl::{Mdl, MdlExclusive};
 pub use schema::{ColumnSchema, IndexSchema, TableSchema};
 pub use store::{Catalog, TableEntry};

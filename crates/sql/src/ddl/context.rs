@@ -3,6 +3,7 @@
 
 use crate::bind::SessionInfo;
 use crate::catalog::Catalog;
+use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
 pub struct DdlContext<'a> {
@@ -10,4 +11,18 @@ pub struct DdlContext<'a> {
     pub session: &'a dyn SessionInfo,
     /// How long to wait for a table's exclusive metadata lock.
     pub lock_timeout: Duration,
+}
+
+impl DdlContext<'_> {
+    /// The catalog's DDL mutex (one DDL statement at a time). It guards no
+    /// data of its own (the catalog changes in engine transactions), so a
+    /// DDL statement that panicked while holding it leaves nothing half-done
+    /// here: the next DDL takes it as it is, rather than every later DDL
+    /// failing on the poison.
+    pub(crate) fn ddl_mutex(&self) -> MutexGuard<'_, ()> {
+        self.catalog
+            .ddl
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }

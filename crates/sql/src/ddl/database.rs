@@ -1,18 +1,16 @@
 //! CREATE DATABASE (and CREATE SCHEMA) and DROP DATABASE.
 
 use super::context::DdlContext;
-use crate::catalog::TableEntry;
 use crate::error::SqlError;
 use crate::exec::Output;
 use millrace_errcode::{ER_DB_CREATE_EXISTS, ER_DB_DROP_EXISTS};
-use std::sync::Arc;
 
 pub fn create_database(
     cx: &DdlContext<'_>,
     db: &str,
     if_not_exists: bool,
 ) -> Result<Output, SqlError> {
-    let _ddl = cx.catalog.ddl.lock().expect("poisoned");
+    let _ddl = cx.ddl_mutex();
     if cx.catalog.has_database(db) {
         if if_not_exists {
             return Ok(Output::ok());
@@ -30,7 +28,7 @@ pub fn create_database(
 /// transaction. (The session forgets the database if it was its current one.)
 pub fn drop_database(cx: &DdlContext<'_>, db: &str, if_exists: bool) -> Result<Output, SqlError> {
     let cat = cx.catalog;
-    let _ddl = cat.ddl.lock().expect("poisoned");
+    let _ddl = cx.ddl_mutex();
     if !cat.has_database(db) {
         if if_exists {
             return Ok(Output::ok());
@@ -42,20 +40,11 @@ pub fn drop_database(cx: &DdlContext<'_>, db: &str, if_exists: bool) -> Result<O
     }
     let tables = cat.tables_of(db);
     let timeout = cx.lock_timeout;
-    let mut locked: Vec<Arc<TableEntry>> = Vec::new();
-    for e in &tables {
-        if let Err(err) = e.mdl.exclusive(timeout) {
-            for l in locked {
-                l.mdl.release_exclusive();
-            }
-            return Err(err);
-        }
-        locked.push(e.clone());
-    }
-    let r = cat.drop_database(db);
-    for l in locked {
-        l.mdl.release_exclusive();
-    }
-    r?;
+    // Released when dropped: on an error or a panic as well.
+    let _locked = tables
+        .iter()
+        .map(|e| e.mdl.exclusive(timeout))
+        .collect::<Result<Vec<_>, _>>()?;
+    cat.drop_database(db)?;
     Ok(Output::affected(tables.len() as u64))
 }

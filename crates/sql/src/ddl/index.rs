@@ -25,16 +25,14 @@ pub fn create_index(
 ) -> Result<Output, SqlError> {
     let (db, tn) = object_name(table, cx.session)?;
     let cat = cx.catalog;
-    let _ddl = cat.ddl.lock().expect("poisoned");
+    let _ddl = cx.ddl_mutex();
     let old = cat.table(&db, &tn).ok_or_else(|| no_table(&db, &tn))?;
     let mut s = (*old.schema).clone();
     let cols = index_columns(&s, cols)?;
     add_index(&mut s, name, cols, unique)?;
     check_key_sizes(&s, cx.catalog.engine().page_size())?;
-    old.mdl.exclusive(cx.lock_timeout)?;
-    let r = rebuild(cx.catalog, &old, s);
-    old.mdl.release_exclusive();
-    r?;
+    let _exclusive = old.mdl.exclusive(cx.lock_timeout)?;
+    rebuild(cx.catalog, &old, s)?;
     Ok(Output::ok())
 }
 

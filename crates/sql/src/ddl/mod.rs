@@ -5,13 +5,16 @@
 //! will go here.
 //!
 //! Files: `context` (what DDL runs with), `database`, `table` (and column
-//! types), `index` (and index checks), `rebuild` (CREATE INDEX's copy).
+//! types), `index` (and index checks), `rebuild` (CREATE INDEX's copy);
+//! `tests` (DDL under errors and panics).
 
 mod context;
 mod database;
 mod index;
 mod rebuild;
 mod table;
+#[cfg(test)]
+mod tests;
 
 pub use context::DdlContext;
 pub use database::{create_database, drop_database};

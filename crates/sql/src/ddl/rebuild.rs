@@ -11,6 +11,21 @@ use crate::write::unique::check_unique;
 use millrace_trx::Isolation;
 use std::ops::Bound;
 
+#[cfg(test)]
+thread_local! {
+    /// A test's panic, raised by this thread's next rebuild after its first
+    /// batch (as a bug in the copy would).
+    pub(crate) static PANIC_IN_REBUILD: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn injected_panic() {
+    if PANIC_IN_REBUILD.with(|p| p.replace(false)) {
+        panic!("a panic injected into a table rebuild");
+    }
+}
+
 /// Rows copied per transaction by CREATE INDEX's table rebuild.
 const COPY_BATCH_ROWS: usize = 1000;
 
@@ -103,6 +118,8 @@ pub(crate) fn rebuild(cat: &Catalog, old: &TableEntry, mut s: TableSchema) -> Re
             fresh.append(&mut batch_fresh);
             copied += batch.len() as u64;
             from = batch.last().map(|(k, _)| k.clone());
+            #[cfg(test)]
+            injected_panic();
         }
     };
     match copy() {

@@ -192,7 +192,7 @@ pub fn create_table(cx: &DdlContext<'_>, ct: &ast::CreateTable) -> Result<Output
         }
     }
     check_key_sizes(&s, cx.catalog.engine().page_size())?;
-    let _ddl = cat.ddl.lock().expect("poisoned");
+    let _ddl = cx.ddl_mutex();
     if cat.table(&db, &name).is_some() {
         if ct.if_not_exists {
             return Ok(Output::ok());
@@ -214,7 +214,7 @@ pub fn drop_tables(
     if_exists: bool,
 ) -> Result<Output, SqlError> {
     let cat = cx.catalog;
-    let _ddl = cat.ddl.lock().expect("poisoned");
+    let _ddl = cx.ddl_mutex();
     let mut missing = Vec::new();
     for n in names {
         let (db, tn) = object_name(n, cx.session)?;
@@ -222,10 +222,8 @@ pub fn drop_tables(
             missing.push(format!("{db}.{tn}"));
             continue;
         };
-        e.mdl.exclusive(cx.lock_timeout)?;
-        let r = cat.drop_table(&e);
-        e.mdl.release_exclusive();
-        r?;
+        let _exclusive = e.mdl.exclusive(cx.lock_timeout)?;
+        cat.drop_table(&e)?;
     }
     if !missing.is_empty() && !if_exists {
         return Err(SqlError::new(

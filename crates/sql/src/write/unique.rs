@@ -7,10 +7,14 @@ use crate::types::Value;
 use millrace_errcode::ER_DUP_ENTRY;
 use millrace_trx::Trx;
 
-/// Checks the UNIQUE secondary indexes of `s` for `row` (keyed `pk`) by a
-/// read in `trx`; with `only_changed_from`, only indexes whose columns
-/// differ from that old row. Two concurrent writers can both pass (no gap
-/// locks): see docs/design.md, "Statements: the pipeline".
+/// Checks the UNIQUE secondary indexes of `s` for `row` (keyed `pk`) in
+/// `trx`; with `only_changed_from`, only indexes whose columns differ from
+/// that old row. Each check is a locking current read in the index
+/// (`Trx::unique_key_taken`): it locks the key value until the transaction
+/// ends and waits for any other transaction that has the value in an
+/// uncommitted change, so two concurrent writers of one value cannot both
+/// commit: the second waits, then gets 1062 if the first committed (see
+/// docs/design.md, "Transactions under failure").
 pub(crate) fn check_unique(
     trx: &Trx,
     s: &TableSchema,
@@ -28,10 +32,10 @@ pub(crate) fn check_unique(
             }
         }
         let key = s.key_of(&idx.columns, row);
-        let hits = trx
-            .scan_secondary(s.engine_table, i, &key, &key, 2)
-            .map_err(engine_err)?;
-        if hits.iter().any(|(other, _)| other.as_slice() != pk) {
+        if trx
+            .unique_key_taken(s.engine_table, i, &key, pk)
+            .map_err(engine_err)?
+        {
             return Err(dup_entry(s, &idx.columns, row, &idx.name));
         }
     }
