@@ -99,7 +99,7 @@ pub mod undo_rec;
 pub use config::{Isolation, RuntimeSettings, TrxConfig, UndoQuotaPolicy};
 pub use error::TrxError;
 pub use keys::{encode_segments, split_segments, KeyPart, SecondaryDef, SEGMENT};
-pub use kill::KillReason;
+pub use kill::{KillReason, TrxInterrupt};
 pub use lock::LockMode;
 /// The durability levels of a commit, from the redo log (the SQL layer and
 /// the server set them without depending on the log).

@@ -13,7 +13,7 @@
 
 use crate::config::{Isolation, UndoQuotaPolicy};
 use crate::error::TrxError;
-use crate::kill::{KillFlag, KillReason};
+use crate::kill::{KillFlag, KillReason, TrxInterrupt};
 use crate::lock::{LockError, LockMode};
 use crate::secondary::{existing_entries, insert_entries, sec_entry};
 use crate::shared::{Engine, TrxShared, TrxState};
@@ -113,6 +113,7 @@ struct Call<'a> {
     e: &'a Engine,
     st: std::sync::MutexGuard<'a, TrxState>,
     iso: Isolation,
+    killed: &'a KillFlag,
 }
 
 impl Trx {
@@ -129,6 +130,7 @@ impl Trx {
             e: &self.e,
             st,
             iso: self.shared.iso,
+            killed: &self.shared.killed,
         })
     }
 
@@ -368,6 +370,11 @@ impl Trx {
         self.e.rollback_to(&mut c.st, savepoint)
     }
 
+    /// The handle another thread uses to interrupt this transaction (KILL).
+    pub fn interrupt_handle(&self) -> TrxInterrupt {
+        TrxInterrupt::new(self.e.clone(), self.shared.clone())
+    }
+
     /// This transaction's id (0 until its first write).
     pub fn id(&self) -> TrxId {
         self.shared.state.lock().expect("poisoned").id
@@ -411,6 +418,7 @@ impl Call<'_> {
         if self.st.id == 0 {
             let (id, slot) = self.e.sys.register()?;
             self.st.id = id;
+            self.killed.note_id(id);
             self.st.slot = slot;
             self.e.limits.keep_ahead(self.e.store(), &self.e.sys)?;
             if let Some(v) = &mut self.st.view {

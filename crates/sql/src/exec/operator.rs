@@ -26,6 +26,7 @@
 use crate::catalog::system::VirtualTable;
 use crate::catalog::Catalog;
 use crate::codec::ExternalRefs;
+use super::guard::StatementGuard;
 use crate::error::SqlError;
 use crate::types::Value;
 use millrace_trx::Trx;
@@ -66,6 +67,9 @@ pub struct ExecContext<'a> {
     /// Makes the rows of a virtual table (they belong to the MySQL surface,
     /// above the executor).
     pub virtual_rows: fn(VirtualTable, &Catalog) -> Vec<Vec<Value>>,
+    /// The statement's kill state, deadline and memory bound: checked for
+    /// every row read, charged for every row kept.
+    pub guard: &'a StatementGuard,
 }
 
 /// A pull iterator of rows; see the module comment.

@@ -302,6 +302,7 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 impl Operator for TableScan {
     fn next(&mut self, cx: &mut ExecContext<'_>) -> Result<Option<Row>, SqlError> {
         loop {
+            cx.guard.check()?;
             if let Some((pk, v)) = self.batch.pop_front() {
                 let v = if self.reader.lock {
                     match self.reader.locked(cx, &pk)? {

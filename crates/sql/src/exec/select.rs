@@ -4,6 +4,7 @@
 use super::aggregate::Aggregate;
 use super::distinct::Distinct;
 use super::filter::Filter;
+use super::guard::{row_bytes, StatementGuard};
 use super::limit::{limit_of, Limit};
 use super::operator::{ExecContext, Operator, RowSink};
 use super::output::Output;
@@ -17,16 +18,36 @@ use crate::catalog::TableEntry;
 use crate::error::SqlError;
 use crate::expr::Expr;
 use crate::plan::{Access, SelectPlan};
+use crate::types::Value;
 use std::sync::Arc;
 
 /// Runs a SELECT and collects its rows as the result.
 pub fn select(p: &SelectPlan, cx: &mut ExecContext<'_>) -> Result<Output, SqlError> {
-    let mut rows = Vec::new();
+    let mut rows = Collect {
+        rows: Vec::new(),
+        guard: cx.guard,
+    };
     run_select(p, cx, &mut rows)?;
+    let rows = rows.rows;
     Ok(Output::Rows {
         columns: p.select.columns.clone(),
         rows,
     })
+}
+
+/// The result rows, held whole until the statement ends: charged to the
+/// statement's memory bound.
+struct Collect<'g> {
+    rows: Vec<Vec<Value>>,
+    guard: &'g StatementGuard,
+}
+
+impl RowSink for Collect<'_> {
+    fn push(&mut self, row: Vec<Value>) -> Result<(), SqlError> {
+        self.guard.charge(row_bytes(&row))?;
+        self.rows.push(row);
+        Ok(())
+    }
 }
 
 /// Runs a SELECT, handing its rows to `sink` as they come.

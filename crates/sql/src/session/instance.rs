@@ -1,12 +1,16 @@
 //! What all sessions of one SQL instance share: the catalog, the plan cache
-//! of text statements, and when it started. (Named `Instance`, not
+//! of text statements, when it started, the control of each connection
+//! (KILL, the process list) and the memory bound of a statement. (Named `Instance`, not
 //! `Server`: the server is the crate that speaks the protocol over this.)
 
 use crate::catalog::Catalog;
 use crate::error::SqlError;
 use crate::plan::PlanCache;
 use millrace_trx::Engine;
-use std::sync::Arc;
+use super::control::Control;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// What the sessions of one instance share.
@@ -14,6 +18,17 @@ pub struct Instance {
     pub catalog: Catalog,
     pub(crate) plans: PlanCache,
     pub(crate) started: Instant,
+    pub(crate) controls: Mutex<HashMap<u32, Arc<Control>>>,
+    /// The most bytes of rows one statement may hold (sort input, DISTINCT
+    /// sets, its result): 1038 past it. Defaults to `default_statement_memory_bytes`.
+    pub statement_memory_bytes: AtomicU64,
+}
+
+/// A statement may hold 1/16 of the memory available to the process, at
+/// least 64 MiB and at most 4 GiB (256 MiB when the memory is unknown).
+pub fn default_statement_memory_bytes() -> u64 {
+    millrace_sys::mem::available_memory_bytes()
+        .map_or(256 << 20, |m| (m / 16).clamp(64 << 20, 4 << 30))
 }
 
 impl Instance {
@@ -22,6 +37,8 @@ impl Instance {
             catalog: Catalog::open(engine)?,
             plans: PlanCache::default(),
             started: Instant::now(),
+            controls: Mutex::new(HashMap::new()),
+            statement_memory_bytes: AtomicU64::new(default_statement_memory_bytes()),
         }))
     }
 
