@@ -135,9 +135,7 @@ impl Binder<'_> {
                     todo.push(right);
                     todo.push(left);
                 }
-                ast::Expr::Nested(inner)
-                    if matches!(&**inner, ast::Expr::BinaryOp { op: o, .. } if o == op) =>
-                {
+                ast::Expr::Nested(inner) if matches!(&**inner, ast::Expr::BinaryOp { op: o, .. } if o == op) => {
                     todo.push(inner)
                 }
                 x => operands.push(self.expr(x, scope)?),

@@ -23,10 +23,10 @@
 //! Operators take an explicit [`ExecContext`] (transaction, catalog,
 //! parameters) and never the session, so the session dispatches downward.
 
+use super::guard::StatementGuard;
 use crate::catalog::system::VirtualTable;
 use crate::catalog::Catalog;
 use crate::codec::ExternalRefs;
-use super::guard::StatementGuard;
 use crate::error::SqlError;
 use crate::types::Value;
 use millrace_trx::Trx;

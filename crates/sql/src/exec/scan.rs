@@ -3,8 +3,8 @@
 //! one primary key. Scans only narrow the search; the filter above them
 //! re-checks every row.
 //!
-//! With `lock` (SELECT ... FOR UPDATE, UPDATE, DELETE) each row is locked
-//! exclusively and read again in its latest version as it is handed up; a
+//! With `lock` (SELECT ... FOR UPDATE, UPDATE, DELETE: exclusive; FOR SHARE:
+//! shared) each row is locked and read again in its latest version as it is handed up; a
 //! row deleted meanwhile is skipped.
 
 use super::operator::{ExecContext, Operator, Row};
@@ -28,16 +28,18 @@ struct Reader {
     entry: Arc<TableEntry>,
     types: Vec<ColumnType>,
     lock: bool,
+    /// The lock taken on each row read when `lock`.
+    mode: LockMode,
     /// The columns whose values out of line are fetched (`None`: all).
     needed: Option<Vec<bool>>,
 }
 
 impl Reader {
-    /// The latest version of the row under `pk`, locked exclusively
+    /// The latest version of the row under `pk`, locked in `mode`
     /// (`None`: it is gone).
     fn locked(&self, cx: &ExecContext<'_>, pk: &[u8]) -> Result<Option<Vec<u8>>, SqlError> {
         cx.trx
-            .get_locked(self.entry.schema.engine_table, pk, LockMode::Exclusive)
+            .get_locked(self.entry.schema.engine_table, pk, self.mode)
             .map_err(engine_err)
     }
 
@@ -72,7 +74,7 @@ pub fn open_table<'p>(
     cx: &ExecContext<'_>,
     entry: &Arc<TableEntry>,
     access: &Access,
-    lock: bool,
+    lock: Option<LockMode>,
     wanted: usize,
     needed: Option<Vec<bool>>,
 ) -> Result<Box<dyn Operator + 'p>, SqlError> {
@@ -80,7 +82,8 @@ pub fn open_table<'p>(
     let reader = Reader {
         entry: entry.clone(),
         types: s.types(),
-        lock,
+        lock: lock.is_some(),
+        mode: lock.unwrap_or(LockMode::Exclusive),
         needed,
     };
     let params = cx.params;

@@ -19,6 +19,7 @@ use crate::error::SqlError;
 use crate::expr::Expr;
 use crate::plan::{Access, SelectPlan};
 use crate::types::Value;
+use millrace_trx::LockMode;
 use std::sync::Arc;
 
 /// Runs a SELECT and collects its rows as the result.
@@ -91,7 +92,14 @@ fn build<'p>(
                 .chain(s.order_by.iter().map(|(e, _)| e))
                 .chain(s.aggregates.iter().filter_map(|a| a.arg.as_ref()));
             let needed = needed_columns(&t.schema, exprs, []);
-            open_table(cx, t, &p.access, s.for_update, wanted, needed)?
+            let lock = if s.for_update {
+                Some(LockMode::Exclusive)
+            } else if s.for_share {
+                Some(LockMode::Shared)
+            } else {
+                None
+            };
+            open_table(cx, t, &p.access, lock, wanted, needed)?
         }
     };
     if let Some(f) = &s.filter {
@@ -127,7 +135,14 @@ pub fn rows_to_change<'p>(
     limit: usize,
     needed: Option<Vec<bool>>,
 ) -> Result<Box<dyn Operator + 'p>, SqlError> {
-    let mut op = open_table(cx, table, access, true, usize::MAX, needed)?;
+    let mut op = open_table(
+        cx,
+        table,
+        access,
+        Some(LockMode::Exclusive),
+        usize::MAX,
+        needed,
+    )?;
     if let Some(f) = filter {
         op = Box::new(Filter::new(op, f));
     }

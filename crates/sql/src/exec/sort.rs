@@ -40,7 +40,8 @@ impl<'p> Sort<'p> {
                 .iter()
                 .map(|(e, _)| e.eval(&ecx))
                 .collect::<Result<Vec<_>, _>>()?;
-            cx.guard.charge(row_bytes(&keys) + row_bytes(&row.values) + row.key.len())?;
+            cx.guard
+                .charge(row_bytes(&keys) + row_bytes(&row.values) + row.key.len())?;
             keyed.push((keys, row));
         }
         let order = self.keys;

@@ -92,14 +92,19 @@ fn bound_of(tokens: &[Token]) -> usize {
             }
             _ => {}
         }
-        let top = stack.last_mut().expect("the statement's own frame is never popped");
+        let top = stack
+            .last_mut()
+            .expect("the statement's own frame is never popped");
         match t {
             Token::Comma => {
                 top.widest = top.widest.max(top.segment);
                 top.segment = 0;
             }
             Token::Word(w)
-                if matches!(w.keyword, Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT) =>
+                if matches!(
+                    w.keyword,
+                    Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT
+                ) =>
             {
                 top.chained += 1
             }

@@ -6,6 +6,7 @@
 
 use super::state::Session;
 use crate::ddl::{self, DdlContext};
+use crate::error::{on_deep_stack, set_deep_stack};
 use crate::error::{unsupported, SqlError};
 use crate::exec::Output;
 use crate::mysql::set::{self, SetContext};
@@ -14,12 +15,12 @@ use crate::parse::depth::{
     depth_bound, too_deep, DEEP_STACK_BYTES, INLINE_DEPTH, MAX_STATEMENT_DEPTH,
 };
 use crate::parse::{count_placeholders, parse, shape};
-use crate::error::{on_deep_stack, set_deep_stack};
 use crate::plan::{self, PlanCache, Prepared};
 use crate::types::{OutColumn, Value};
 use millrace_errcode::{
-    ER_BAD_DB_ERROR, ER_EMPTY_QUERY, ER_NEED_REPREPARE, ER_STACK_OVERRUN_NEED_MORE, ER_TABLE_DEF_CHANGED,
-    ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS,
+    ER_BAD_DB_ERROR, ER_EMPTY_QUERY, ER_NEED_REPREPARE, ER_NO_SUCH_THREAD,
+    ER_STACK_OVERRUN_NEED_MORE, ER_TABLE_DEF_CHANGED, ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS,
+    ER_WRONG_ARGUMENTS,
 };
 use sqlparser::ast;
 use std::sync::Arc;
@@ -353,7 +354,31 @@ impl Session {
                     ci.unique,
                 )
             }
-            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(Output::ok()),
+            S::Kill { modifier, id } => {
+                let query_only = match modifier {
+                    None | Some(ast::KillType::Connection) => false,
+                    Some(ast::KillType::Query) => true,
+                    Some(other) => return Err(unsupported(format!("KILL {other}"))),
+                };
+                let target = u32::try_from(*id).map_err(|_| {
+                    SqlError::new(ER_NO_SUCH_THREAD, format!("Unknown thread id: {id}"))
+                })?;
+                self.server.kill(target, query_only)?;
+                Ok(Output::ok())
+            }
+            // Nothing here keeps table locks or a global read lock: saying OK
+            // would promise a protection that is not there.
+            S::Flush { .. } => Err(unsupported(
+                "FLUSH (there is no table cache to flush and no global read lock; \
+                 FLUSH TABLES WITH READ LOCK would not block writers)",
+            )),
+            S::LockTables { .. } => Err(unsupported(
+                "LOCK TABLES (table locks are not implemented; use transactions \
+                 and SELECT ... FOR UPDATE / FOR SHARE)",
+            )),
+            // Releases nothing, as no table locks can be held; MySQL answers
+            // OK too when none are.
+            S::UnlockTables => Ok(Output::ok()),
             S::Query(_) | S::Insert(_) | S::Update { .. } | S::Delete(_) => {
                 unreachable!("planned statements do not get here")
             }

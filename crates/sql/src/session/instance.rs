@@ -3,11 +3,11 @@
 //! (KILL, the process list) and the memory bound of a statement. (Named `Instance`, not
 //! `Server`: the server is the crate that speaks the protocol over this.)
 
+use super::control::Control;
 use crate::catalog::Catalog;
 use crate::error::SqlError;
 use crate::plan::PlanCache;
 use millrace_trx::Engine;
-use super::control::Control;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};

@@ -5,17 +5,17 @@
 
 use super::control::{Control, DisconnectHook};
 use super::instance::Instance;
-use crate::exec::{interrupted, Kill};
-use millrace_errcode::ER_QUERY_TIMEOUT;
 use crate::bind::SessionInfo;
 use crate::catalog::TableEntry;
 use crate::error::SqlError;
+use crate::exec::{interrupted, Kill};
 use crate::mysql::functions::{session_function, Caller};
 use crate::mysql::set::SessionSettings;
 use crate::mysql::variables::session_variables;
 use crate::mysql::SessionVars;
 use crate::plan::Prepared;
 use crate::types::Value;
+use millrace_errcode::ER_QUERY_TIMEOUT;
 use millrace_trx::Trx;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
