@@ -1,11 +1,8 @@
 //! Why the engine, rather than its owner, ended a transaction; the one
 //! place where a reason is turned into the byte its atomic flag holds and
-//! back; and the handle another thread uses to interrupt a transaction
-//! (KILL QUERY / KILL CONNECTION in the SQL layer).
+//! back (the handle that interrupts a transaction is in `interrupt`).
 
-use crate::shared::{Engine, TrxShared};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 
 /// Why a transaction was rolled back by the engine rather than its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,44 +70,18 @@ impl KillFlag {
     pub(crate) fn note_id(&self, id: u64) {
         self.1.store(id, Ordering::SeqCst)
     }
-}
-
-/// Interrupts one transaction from another thread: it is marked
-/// [`KillReason::Interrupted`] (its next call fails, and the engine rolls it
-/// back) and a lock wait it is in returns at once. Holding it keeps nothing
-/// alive but the engine and the transaction's shared state.
-#[derive(Clone)]
-pub struct TrxInterrupt {
-    e: Arc<Engine>,
-    shared: Arc<TrxShared>,
-}
-
-impl TrxInterrupt {
-    pub(crate) fn new(e: Arc<Engine>, shared: Arc<TrxShared>) -> Self {
-        Self { e, shared }
+    /// The transaction's id (0: it has none yet).
+    pub(crate) fn id(&self) -> u64 {
+        self.1.load(Ordering::SeqCst)
     }
-
-    /// Marks the transaction interrupted (unless the engine already ended it
-    /// for another reason) and cancels its lock wait, if any. A wait that
-    /// begins just after this call is not cancelled by it (the caller
-    /// repeats the call while the statement runs), but the transaction's
-    /// next call fails.
-    pub fn interrupt(&self) {
-        let _ = self.shared.killed.0.compare_exchange(
+    /// Sets `Interrupted` unless another reason is set already.
+    pub(crate) fn interrupt(&self) {
+        let _ = self.0.compare_exchange(
             KillReason::None.as_u8(),
             KillReason::Interrupted.as_u8(),
             Ordering::SeqCst,
             Ordering::SeqCst,
         );
-        let id = self.shared.killed.1.load(Ordering::SeqCst);
-        if id != 0 {
-            self.e.locks.cancel(id);
-        }
-    }
-
-    /// Whether the transaction was interrupted.
-    pub fn interrupted(&self) -> bool {
-        self.shared.killed.get() == KillReason::Interrupted
     }
 }
 

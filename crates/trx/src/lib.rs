@@ -24,7 +24,8 @@
 //! `config` (settings, isolation); `id_limits` (persisted id limits);
 //! `shared` (the `Engine` struct and per-transaction state); `secondary`
 //! (secondary entries); `rollback`; `bounds` (purge lag, undo quota, idle
-//! timeout); `purge` (and undo truncation); `trx` (`Trx`: begin, reads,
+//! timeout); `purge` (and undo truncation); `interrupt` (KILL: interrupting
+//! a transaction and its lock wait); `trx` (`Trx`: begin, reads,
 //! writes, commit); `engine` (open, tables, settings, metrics, shutdown);
 //! `check` (the offline check of a data directory).
 //!
@@ -82,6 +83,7 @@ mod config;
 mod engine;
 mod error;
 mod id_limits;
+mod interrupt;
 pub mod keys;
 mod kill;
 pub mod lock;
@@ -98,8 +100,9 @@ pub mod undo_rec;
 
 pub use config::{Isolation, RuntimeSettings, TrxConfig, UndoQuotaPolicy};
 pub use error::TrxError;
+pub use interrupt::TrxInterrupt;
 pub use keys::{encode_segments, split_segments, KeyPart, SecondaryDef, SEGMENT};
-pub use kill::{KillReason, TrxInterrupt};
+pub use kill::KillReason;
 pub use lock::LockMode;
 /// The durability levels of a commit, from the redo log (the SQL layer and
 /// the server set them without depending on the log).

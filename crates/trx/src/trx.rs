@@ -13,7 +13,8 @@
 
 use crate::config::{Isolation, UndoQuotaPolicy};
 use crate::error::TrxError;
-use crate::kill::{KillFlag, KillReason, TrxInterrupt};
+use crate::interrupt::TrxInterrupt;
+use crate::kill::{KillFlag, KillReason};
 use crate::lock::{LockError, LockMode};
 use crate::secondary::{existing_entries, insert_entries, sec_entry};
 use crate::shared::{Engine, TrxShared, TrxState};

@@ -1,17 +1,13 @@
-//! Per-connection control shared through the instance: each session's
+//! Who is connected, and per-connection control shared through the instance: each session's
 //! statement guard (kill state, deadline, memory bound), the handle that
 //! interrupts its transaction's lock wait, and the hook that disconnects
 //! it; KILL [QUERY | CONNECTION] and COM_PROCESS_KILL go through it. See
 //! docs/design.md, "Bounds and interruption in the SQL layer".
 
-use super::instance::Instance;
-use super::state::ConnInfo;
-use crate::error::SqlError;
 use crate::exec::{Kill, StatementGuard};
-use millrace_errcode::ER_NO_SUCH_THREAD;
 use millrace_trx::TrxInterrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long KILL goes on cancelling the target's lock wait while its
@@ -19,6 +15,15 @@ use std::time::{Duration, Instant};
 /// the next one.
 const CANCEL_FOR: Duration = Duration::from_millis(1000);
 const CANCEL_EVERY: Duration = Duration::from_millis(10);
+
+/// Who is connected: fixed for the life of the connection.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub connection_id: u32,
+    pub user: String,
+    /// The client's host as MySQL names it in `USER()`.
+    pub host: String,
+}
 
 pub type DisconnectHook = Box<dyn Fn() + Send + Sync>;
 
@@ -66,7 +71,7 @@ impl Control {
 
     /// KILL: marks the session; a running statement stops at its next row
     /// and its lock wait is cancelled; KILL CONNECTION also disconnects.
-    fn kill(&self, k: Kill) {
+    pub(crate) fn kill(&self, k: Kill) {
         self.guard.kill(k);
         let deadline = Instant::now() + CANCEL_FOR;
         loop {
@@ -86,67 +91,5 @@ impl Control {
                 h();
             }
         }
-    }
-}
-
-impl Instance {
-    pub(crate) fn register(&self, c: Arc<Control>) {
-        self.controls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(c.conn.connection_id, c);
-    }
-
-    pub(crate) fn unregister(&self, id: u32, c: &Arc<Control>) {
-        let mut m = self.controls.lock().unwrap_or_else(|p| p.into_inner());
-        if m.get(&id).is_some_and(|x| Arc::ptr_eq(x, c)) {
-            m.remove(&id);
-        }
-    }
-
-    /// KILL [QUERY | CONNECTION] and COM_PROCESS_KILL: 1094 for an id no
-    /// session has. Returns once the target's statement has stopped or a
-    /// second has passed.
-    pub fn kill(&self, target_conn: u32, query_only: bool) -> Result<(), SqlError> {
-        let c = self
-            .controls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&target_conn)
-            .cloned()
-            .ok_or_else(|| {
-                SqlError::new(
-                    ER_NO_SUCH_THREAD,
-                    format!("Unknown thread id: {target_conn}"),
-                )
-            })?;
-        c.kill(if query_only {
-            Kill::Query
-        } else {
-            Kill::Connection
-        });
-        Ok(())
-    }
-
-    /// The connections: (id, user, host, seconds in the current state,
-    /// statement running).
-    pub fn processes(&self) -> Vec<(u32, String, String, u64, Option<String>)> {
-        let m = self.controls.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = m
-            .values()
-            .map(|c| {
-                let since = c.since.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-                let info = c.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                (
-                    c.conn.connection_id,
-                    c.conn.user.clone(),
-                    c.conn.host.clone(),
-                    since.as_secs(),
-                    info,
-                )
-            })
-            .collect();
-        v.sort_by_key(|p| p.0);
-        v
     }
 }

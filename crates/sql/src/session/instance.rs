@@ -6,7 +6,9 @@
 use super::control::Control;
 use crate::catalog::Catalog;
 use crate::error::SqlError;
+use crate::exec::Kill;
 use crate::plan::PlanCache;
+use millrace_errcode::ER_NO_SUCH_THREAD;
 use millrace_trx::Engine;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -44,5 +46,67 @@ impl Instance {
 
     pub fn engine(&self) -> &Arc<Engine> {
         self.catalog.engine()
+    }
+}
+
+impl Instance {
+    pub(crate) fn register(&self, c: Arc<Control>) {
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(c.conn.connection_id, c);
+    }
+
+    pub(crate) fn unregister(&self, id: u32, c: &Arc<Control>) {
+        let mut m = self.controls.lock().unwrap_or_else(|p| p.into_inner());
+        if m.get(&id).is_some_and(|x| Arc::ptr_eq(x, c)) {
+            m.remove(&id);
+        }
+    }
+
+    /// KILL [QUERY | CONNECTION] and COM_PROCESS_KILL: 1094 for an id no
+    /// session has. Returns once the target's statement has stopped or a
+    /// second has passed.
+    pub fn kill(&self, target_conn: u32, query_only: bool) -> Result<(), SqlError> {
+        let c = self
+            .controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&target_conn)
+            .cloned()
+            .ok_or_else(|| {
+                SqlError::new(
+                    ER_NO_SUCH_THREAD,
+                    format!("Unknown thread id: {target_conn}"),
+                )
+            })?;
+        c.kill(if query_only {
+            Kill::Query
+        } else {
+            Kill::Connection
+        });
+        Ok(())
+    }
+
+    /// The connections: (id, user, host, seconds in the current state,
+    /// statement running).
+    pub fn processes(&self) -> Vec<(u32, String, String, u64, Option<String>)> {
+        let m = self.controls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = m
+            .values()
+            .map(|c| {
+                let since = c.since.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+                let info = c.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                (
+                    c.conn.connection_id,
+                    c.conn.user.clone(),
+                    c.conn.host.clone(),
+                    since.as_secs(),
+                    info,
+                )
+            })
+            .collect();
+        v.sort_by_key(|p| p.0);
+        v
     }
 }

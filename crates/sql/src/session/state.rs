@@ -3,6 +3,7 @@
 //! stages below read of it (`SessionInfo` for binding, `SessionSettings`
 //! for SET).
 
+pub use super::control::ConnInfo;
 use super::control::{Control, DisconnectHook};
 use super::instance::Instance;
 use crate::bind::SessionInfo;
@@ -21,15 +22,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Who is connected: fixed for the life of the connection.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    pub connection_id: u32,
-    pub user: String,
-    /// The client's host as MySQL names it in `USER()`.
-    pub host: String,
-}
 
 pub struct Session {
     pub(super) server: Arc<Instance>,
