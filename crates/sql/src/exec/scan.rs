@@ -32,6 +32,9 @@ struct Reader {
     mode: LockMode,
     /// The columns whose values out of line are fetched (`None`: all).
     needed: Option<Vec<bool>>,
+    /// Whether rows are decoded at all (false: the statement reads no
+    /// value, as COUNT(*); rows are handed up with their key only).
+    decode: bool,
 }
 
 impl Reader {
@@ -45,6 +48,13 @@ impl Reader {
 
     /// The row under `pk` whose stored value is `v`.
     fn decode(&self, cx: &ExecContext<'_>, pk: Vec<u8>, v: &[u8]) -> Result<Row, SqlError> {
+        if !self.decode {
+            return Ok(Row {
+                values: Vec::new(),
+                key: pk,
+                external: Vec::new(),
+            });
+        }
         let s = &self.entry.schema;
         let (mut values, external) = decode_stored(s, &self.types, v)?;
         if !external.is_empty() {
@@ -69,7 +79,9 @@ impl Reader {
 
 /// Opens the read of `entry` by `access`. `wanted`: the most rows the
 /// consumer can use (it stops pulling after them; `usize::MAX` when it
-/// cannot tell), so that a `LIMIT 1` reads one row.
+/// cannot tell), so that a `LIMIT 1` reads one row. `decode`: false when
+/// the statement reads no value of the rows (COUNT(*)): they are not
+/// decoded.
 pub fn open_table<'p>(
     cx: &ExecContext<'_>,
     entry: &Arc<TableEntry>,
@@ -77,6 +89,7 @@ pub fn open_table<'p>(
     lock: Option<LockMode>,
     wanted: usize,
     needed: Option<Vec<bool>>,
+    decode: bool,
 ) -> Result<Box<dyn Operator + 'p>, SqlError> {
     let s = &entry.schema;
     let reader = Reader {
@@ -85,6 +98,7 @@ pub fn open_table<'p>(
         lock: lock.is_some(),
         mode: lock.unwrap_or(LockMode::Exclusive),
         needed,
+        decode,
     };
     let params = cx.params;
     let full = |reader| TableScan::new(reader, Range::Full, wanted);

@@ -91,6 +91,10 @@ fn build<'p>(
                 .chain(&s.items)
                 .chain(s.order_by.iter().map(|(e, _)| e))
                 .chain(s.aggregates.iter().filter_map(|a| a.arg.as_ref()));
+            let exprs: Vec<&Expr> = exprs.collect();
+            // COUNT(*), SELECT 1 FROM t, ...: no value of a row is read, so
+            // none is decoded.
+            let decode = exprs.iter().any(|e| e.uses_column());
             let needed = needed_columns(&t.schema, exprs, []);
             let lock = if s.for_update {
                 Some(LockMode::Exclusive)
@@ -99,7 +103,7 @@ fn build<'p>(
             } else {
                 None
             };
-            open_table(cx, t, &p.access, lock, wanted, needed)?
+            open_table(cx, t, &p.access, lock, wanted, needed, decode)?
         }
     };
     if let Some(f) = &s.filter {
@@ -142,6 +146,7 @@ pub fn rows_to_change<'p>(
         Some(LockMode::Exclusive),
         usize::MAX,
         needed,
+        true,
     )?;
     if let Some(f) = filter {
         op = Box::new(Filter::new(op, f));
