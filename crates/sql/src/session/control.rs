@@ -71,11 +71,13 @@ impl Control {
 
     /// KILL: marks the session; a running statement stops at its next row
     /// and its lock wait is cancelled; KILL CONNECTION also disconnects.
-    pub(crate) fn kill(&self, k: Kill) {
+    /// `from_itself`: the session kills itself (its own KILL statement is
+    /// what runs; it waits for no lock).
+    pub(crate) fn kill(&self, k: Kill, from_itself: bool) {
         self.guard.kill(k);
         let deadline = Instant::now() + CANCEL_FOR;
         loop {
-            if !self.running.load(Ordering::SeqCst) {
+            if from_itself || !self.running.load(Ordering::SeqCst) {
                 break;
             }
             if let Some(t) = self.trx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

@@ -363,7 +363,8 @@ impl Session {
                 let target = u32::try_from(*id).map_err(|_| {
                     SqlError::new(ER_NO_SUCH_THREAD, format!("Unknown thread id: {id}"))
                 })?;
-                self.server.kill(target, query_only)?;
+                self.server
+                    .kill_from(Some(self.conn.connection_id), target, query_only)?;
                 Ok(Output::ok())
             }
             // Nothing here keeps table locks or a global read lock: saying OK

@@ -68,6 +68,16 @@ impl Instance {
     /// session has. Returns once the target's statement has stopped or a
     /// second has passed.
     pub fn kill(&self, target_conn: u32, query_only: bool) -> Result<(), SqlError> {
+        self.kill_from(None, target_conn, query_only)
+    }
+
+    /// KILL from session `from` (None: from outside any session).
+    pub(crate) fn kill_from(
+        &self,
+        from: Option<u32>,
+        target_conn: u32,
+        query_only: bool,
+    ) -> Result<(), SqlError> {
         let c = self
             .controls
             .lock()
@@ -80,11 +90,12 @@ impl Instance {
                     format!("Unknown thread id: {target_conn}"),
                 )
             })?;
-        c.kill(if query_only {
+        let k = if query_only {
             Kill::Query
         } else {
             Kill::Connection
-        });
+        };
+        c.kill(k, from == Some(target_conn));
         Ok(())
     }
 

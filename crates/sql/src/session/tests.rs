@@ -1057,8 +1057,8 @@ fn kill_query_stops_a_lock_wait_and_kill_connection_disconnects() {
     });
     std::thread::sleep(Duration::from_millis(300));
     ok(a.query("KILL QUERY 2"));
-    let (r, waited, after) = waiter.join().expect("waiter");
-    assert_eq!(r.unwrap_err(), 1317);
+    let (res, waited, after) = waiter.join().expect("waiter");
+    assert_eq!(res.unwrap_err(), 1317);
     assert!(waited < Duration::from_secs(10), "{waited:?}");
     assert!(after, "the session goes on after KILL QUERY");
     assert_eq!(code(a.query("KILL 999")), 1094);
@@ -1074,8 +1074,11 @@ fn kill_query_stops_a_lock_wait_and_kill_connection_disconnects() {
     assert!(hooked.load(Ordering::SeqCst));
     assert!(c.is_killed());
     assert_eq!(code(c.query("SELECT 1")), 1317);
-    // Its own connection may be killed too.
+    // Its own connection may be killed too (at once: it waits for no lock).
+    let start = std::time::Instant::now();
     ok(a.query("KILL QUERY 1"));
+    assert!(start.elapsed() < Duration::from_millis(500));
+    assert_eq!(rows(a.query("SELECT 1")), vec![r(&["1"])]);
     drop(c);
     assert_eq!(server.kill(3, true).unwrap_err().code.number(), 1094);
 }
