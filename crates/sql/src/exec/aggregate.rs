@@ -41,6 +41,7 @@ impl Operator for Aggregate<'_> {
                 row: &row.values,
                 params: cx.params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             };
             for (a, st) in self.calls.iter().zip(&mut states) {
                 match &a.arg {

@@ -2,6 +2,7 @@
 //! statement's parameters, and after aggregation the aggregates' values).
 
 use super::functions::{call, overflow};
+use super::guard::StatementGuard;
 use crate::error::SqlError;
 use crate::expr::{BinOp, Expr};
 use crate::types::{as_double, compare_values, truth, Value};
@@ -105,6 +106,19 @@ enum Pat {
 /// later one can skip covers it). At most O(pattern x text) steps, in
 /// practice linear.
 pub fn like(pattern: &[u8], text: &[u8]) -> bool {
+    like_checked(pattern, text, &mut || Ok(())).unwrap_or(false)
+}
+
+/// Steps of a LIKE match between calls of its `check`.
+const LIKE_STEPS_PER_CHECK: u64 = 1 << 16;
+
+/// `like`, calling `check` every `LIKE_STEPS_PER_CHECK` steps (a match of
+/// long values can take pattern x text steps): its error ends the match.
+pub fn like_checked(
+    pattern: &[u8],
+    text: &[u8],
+    check: &mut dyn FnMut() -> Result<(), SqlError>,
+) -> Result<bool, SqlError> {
     let mut pat = Vec::with_capacity(pattern.len());
     let mut i = 0;
     while i < pattern.len() {
@@ -122,7 +136,12 @@ pub fn like(pattern: &[u8], text: &[u8]) -> bool {
     let (mut p, mut t) = (0, 0);
     // (pattern index after the last `%`, text index it was retried from).
     let mut retry: Option<(usize, usize)> = None;
+    let mut steps = 0u64;
     while t < text.len() {
+        steps += 1;
+        if steps % LIKE_STEPS_PER_CHECK == 0 {
+            check()?;
+        }
         match pat.get(p) {
             Some(Pat::Any) => {
                 p += 1;
@@ -142,11 +161,11 @@ pub fn like(pattern: &[u8], text: &[u8]) -> bool {
                     t = rt + 1;
                     retry = Some((rp, rt + 1));
                 }
-                None => return false,
+                None => return Ok(false),
             },
         }
     }
-    pat[p..].iter().all(|x| *x == Pat::Any)
+    Ok(pat[p..].iter().all(|x| *x == Pat::Any))
 }
 
 /// What an expression reads: the row, the parameters, the aggregates.
@@ -154,6 +173,9 @@ pub struct Ctx<'a> {
     pub row: &'a [Value],
     pub params: &'a [Value],
     pub aggregates: &'a [Value],
+    /// The statement's guard, checked inside long evaluations (LIKE over
+    /// long values); `None` for constants.
+    pub guard: Option<&'a StatementGuard>,
 }
 
 impl Expr {
@@ -291,7 +313,13 @@ impl Expr {
             } => {
                 let (v, p) = (expr.eval(cx)?, pattern.eval(cx)?);
                 match (v.to_text(), p.to_text()) {
-                    (Some(v), Some(p)) => boolean(like(&p, &v) != *negated),
+                    (Some(v), Some(p)) => {
+                        let m = match cx.guard {
+                            Some(g) => like_checked(&p, &v, &mut || g.check())?,
+                            None => like(&p, &v),
+                        };
+                        boolean(m != *negated)
+                    }
                     _ => Value::Null,
                 }
             }
@@ -311,6 +339,7 @@ impl Expr {
             row: &[],
             params,
             aggregates: &[],
+            guard: None,
         })
     }
 }
@@ -328,6 +357,7 @@ mod tests {
             row: &[],
             params: &[],
             aggregates: &[],
+            guard: None,
         };
         let and = Expr::Binary(BinOp::And, lit(Value::Null), lit(Value::Int(0)));
         assert_eq!(and.eval(&cx).unwrap(), Value::Int(0));

@@ -34,6 +34,7 @@ impl<'p> Sort<'p> {
                 row: &row.values,
                 params: cx.params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             };
             let keys = self
                 .keys

@@ -1108,6 +1108,21 @@ fn max_execution_time_stops_a_select() {
         }
     }
     assert!(timed_out, "a 1 ms limit stops a scan of 3000 rows");
+    // A long LIKE match is stopped inside the match.
+    ok(s.query("SET max_execution_time = 200"));
+    let like = format!(
+        "SELECT '{}' LIKE '%{}b'",
+        "a".repeat(300_000),
+        "a".repeat(3_000)
+    );
+    let start = std::time::Instant::now();
+    assert_eq!(code(s.query(&like)), 3024);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    ok(s.query("SET max_execution_time = 1"));
     // Writes are not limited (MySQL: read-only SELECTs only).
     ok(s.query("UPDATE t SET c = 'y'"));
     ok(s.query("SET max_execution_time = 0"));

@@ -56,6 +56,7 @@ pub fn update(cx: &mut ExecContext<'_>, plan: &UpdatePlan) -> Result<Output, Sql
                 row: &new,
                 params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             })?;
             let col = &s.columns[*c];
             let v = coerce_col(col, v, matched)?;
