@@ -97,8 +97,31 @@ pub fn err_parse(msg: impl fmt::Display) -> SqlError {
 }
 
 pub fn unsupported(what: impl fmt::Display) -> SqlError {
+    if on_deep_stack() {
+        // Quoting a syntax tree recurses over it, with large frames: a deep
+        // statement's error names no part of it.
+        return SqlError::new(
+            ER_NOT_SUPPORTED_YET,
+            "This version of millrace doesn't yet support a construct of this (deeply nested) statement",
+        );
+    }
     SqlError::new(
         ER_NOT_SUPPORTED_YET,
         format!("This version of millrace doesn't yet support '{what}'"),
     )
+}
+
+thread_local! {
+    /// This thread runs a statement whose tree may be deep (see
+    /// `parse::depth`): errors do not quote parts of it.
+    static DEEP_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as running deep statements (for its whole life).
+pub(crate) fn set_deep_stack() {
+    DEEP_STACK.with(|d| d.set(true));
+}
+
+pub(crate) fn on_deep_stack() -> bool {
+    DEEP_STACK.with(|d| d.get())
 }

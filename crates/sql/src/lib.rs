@@ -15,7 +15,8 @@
 //! encodes them).
 //! Depends on: millrace-trx (transactions, the durability setting),
 //! millrace-errcode (MySQL error codes by name), millrace-io (its bounded
-//! byte reader only), millrace-metrics (the registry the virtual tables
+//! byte reader only), millrace-sys (the memory available, for the
+//! statement memory bound), millrace-metrics (the registry the virtual tables
 //! show), sqlparser, crc32c (checksums of values stored out of line),
 //! tracing.
 //!

@@ -1,8 +1,8 @@
 //! Why the engine, rather than its owner, ended a transaction; the one
 //! place where a reason is turned into the byte its atomic flag holds and
-//! back.
+//! back (the handle that interrupts a transaction is in `interrupt`).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Why a transaction was rolled back by the engine rather than its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub enum KillReason {
     IdleTimeout = 2,
     /// Chosen as a deadlock victim.
     Deadlock = 3,
+    /// Interrupted by another session (KILL).
+    Interrupted = 4,
 }
 
 impl KillReason {
@@ -28,6 +30,7 @@ impl KillReason {
             1 => Self::UndoQuota,
             2 => Self::IdleTimeout,
             3 => Self::Deadlock,
+            4 => Self::Interrupted,
             _ => Self::None,
         }
     }
@@ -40,6 +43,7 @@ impl KillReason {
             }
             Self::IdleTimeout => "idle in transaction longer than idle_trx_timeout",
             Self::Deadlock => "chosen as a deadlock victim",
+            Self::Interrupted => "interrupted by KILL",
             Self::None => "the transaction has ended",
         }
     }
@@ -47,17 +51,37 @@ impl KillReason {
 
 /// A transaction's kill reason, set by the background policies (or its own
 /// failed statement) and read by its owner without the state mutex.
-pub(crate) struct KillFlag(AtomicU8);
+/// Also holds the transaction's id once it has one, readable without the
+/// state mutex (which the owner holds through a lock wait), so that an
+/// interrupt can cancel the wait.
+pub(crate) struct KillFlag(AtomicU8, AtomicU64);
 
 impl KillFlag {
     pub(crate) fn new() -> Self {
-        Self(AtomicU8::new(KillReason::None.as_u8()))
+        Self(AtomicU8::new(KillReason::None.as_u8()), AtomicU64::new(0))
     }
     pub(crate) fn get(&self) -> KillReason {
         KillReason::from_u8(self.0.load(Ordering::SeqCst))
     }
     pub(crate) fn set(&self, reason: KillReason) {
         self.0.store(reason.as_u8(), Ordering::SeqCst)
+    }
+    /// Records the id the transaction was given (at its first write).
+    pub(crate) fn note_id(&self, id: u64) {
+        self.1.store(id, Ordering::SeqCst)
+    }
+    /// The transaction's id (0: it has none yet).
+    pub(crate) fn id(&self) -> u64 {
+        self.1.load(Ordering::SeqCst)
+    }
+    /// Sets `Interrupted` unless another reason is set already.
+    pub(crate) fn interrupt(&self) {
+        let _ = self.0.compare_exchange(
+            KillReason::None.as_u8(),
+            KillReason::Interrupted.as_u8(),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
     }
 }
 
@@ -72,6 +96,7 @@ mod tests {
             KillReason::UndoQuota,
             KillReason::IdleTimeout,
             KillReason::Deadlock,
+            KillReason::Interrupted,
         ] {
             assert_eq!(KillReason::from_u8(r.as_u8()), r);
         }

@@ -24,7 +24,8 @@
 //! `config` (settings, isolation); `id_limits` (persisted id limits);
 //! `shared` (the `Engine` struct and per-transaction state); `secondary`
 //! (secondary entries); `rollback`; `bounds` (purge lag, undo quota, idle
-//! timeout); `purge` (and undo truncation); `trx` (`Trx`: begin, reads,
+//! timeout); `purge` (and undo truncation); `interrupt` (KILL: interrupting
+//! a transaction and its lock wait); `trx` (`Trx`: begin, reads,
 //! writes, commit); `engine` (open, tables, settings, metrics, shutdown);
 //! `check` (the offline check of a data directory); `failure_tests` (unit
 //! tests of panics inside engine calls).
@@ -85,6 +86,7 @@ mod error;
 #[cfg(test)]
 mod failure_tests;
 mod id_limits;
+mod interrupt;
 pub mod keys;
 mod kill;
 pub mod lock;
@@ -101,6 +103,7 @@ pub mod undo_rec;
 
 pub use config::{Isolation, RuntimeSettings, TrxConfig, UndoQuotaPolicy};
 pub use error::TrxError;
+pub use interrupt::TrxInterrupt;
 pub use keys::{encode_segments, split_segments, KeyPart, SecondaryDef, SEGMENT};
 pub use kill::KillReason;
 pub use lock::LockMode;

@@ -13,6 +13,7 @@
 
 use crate::config::{Isolation, UndoQuotaPolicy};
 use crate::error::{unpoisoned, TrxError};
+use crate::interrupt::TrxInterrupt;
 use crate::kill::{KillFlag, KillReason};
 use crate::lock::{LockError, LockMode};
 use crate::secondary::{existing_entries, insert_entries, sec_entry};
@@ -113,6 +114,7 @@ struct Call<'a> {
     e: &'a Engine,
     st: std::sync::MutexGuard<'a, TrxState>,
     iso: Isolation,
+    killed: &'a KillFlag,
 }
 
 /// What a poisoned transaction state means: a call panicked while it
@@ -143,6 +145,7 @@ impl Trx {
             e: &self.e,
             st,
             iso: self.shared.iso,
+            killed: &self.shared.killed,
         })
     }
 
@@ -463,6 +466,11 @@ impl Trx {
         self.e.rollback_to(&mut c.st, savepoint)
     }
 
+    /// The handle another thread uses to interrupt this transaction (KILL).
+    pub fn interrupt_handle(&self) -> TrxInterrupt {
+        TrxInterrupt::new(self.e.clone(), self.shared.clone())
+    }
+
     /// This transaction's id (0 until its first write).
     pub fn id(&self) -> TrxId {
         // Reading a number is safe whatever a panic left half-done.
@@ -532,6 +540,7 @@ impl Call<'_> {
         if self.st.id == 0 {
             let (id, slot) = self.e.sys.register()?;
             self.st.id = id;
+            self.killed.note_id(id);
             self.st.slot = slot;
             self.e.limits.keep_ahead(self.e.store(), &self.e.sys)?;
             if let Some(v) = &mut self.st.view {

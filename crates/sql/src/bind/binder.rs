@@ -21,6 +21,9 @@ pub struct Binder<'a> {
     pub params: usize,
     pub volatile: bool,
     pub shape_sensitive: bool,
+    /// Levels of expression being bound now (bounded by
+    /// `MAX_EXPR_DEPTH`).
+    pub(crate) depth: usize,
 }
 
 impl<'a> Binder<'a> {
@@ -31,6 +34,7 @@ impl<'a> Binder<'a> {
             params: 0,
             volatile: false,
             shape_sensitive: false,
+            depth: 0,
         }
     }
 }

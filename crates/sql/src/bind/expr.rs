@@ -9,13 +9,46 @@ use crate::expr::{AggKind, Aggregate, BinOp, Expr, Func};
 use crate::parse::literal;
 use crate::types::Value;
 use millrace_errcode::{
-    ER_INVALID_GROUP_FUNC_USE, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_SYSTEM_VARIABLE,
+    ER_INVALID_GROUP_FUNC_USE, ER_SP_DOES_NOT_EXIST, ER_STACK_OVERRUN_NEED_MORE,
+    ER_UNKNOWN_SYSTEM_VARIABLE,
 };
+
+/// The deepest bound expression: every pass over bound expressions
+/// (evaluation, planning, drop) recurses, on the connection's 2 MiB stack
+/// when a cached plan runs. AND / OR chains are bound balanced, so a chain
+/// of a million terms is 20 levels.
+pub const MAX_EXPR_DEPTH: usize = 128;
 use sqlparser::ast;
 
 impl Binder<'_> {
     /// A select-list expression: aggregates become `Expr::Aggregate`.
     pub(crate) fn item_expr(
+        &mut self,
+        e: &ast::Expr,
+        scope: &Scope<'_>,
+        aggregates: &mut Vec<Aggregate>,
+    ) -> Result<Expr, SqlError> {
+        self.enter()?;
+        let r = self.item_expr_inner(e, scope, aggregates);
+        self.depth -= 1;
+        r
+    }
+
+    /// One more level of expression; error 1436 past `MAX_EXPR_DEPTH`.
+    fn enter(&mut self) -> Result<(), SqlError> {
+        if self.depth >= MAX_EXPR_DEPTH {
+            return Err(SqlError::new(
+                ER_STACK_OVERRUN_NEED_MORE,
+                format!(
+                    "Thread stack overrun: expression nested deeper than {MAX_EXPR_DEPTH} levels"
+                ),
+            ));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn item_expr_inner(
         &mut self,
         e: &ast::Expr,
         scope: &Scope<'_>,
@@ -77,6 +110,41 @@ impl Binder<'_> {
     }
 
     pub(crate) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, SqlError> {
+        self.enter()?;
+        let r = self.expr_inner(e, scope);
+        self.depth -= 1;
+        r
+    }
+
+    /// A chain of one of AND, OR (`a OR b OR c ...`, parsed as a tree as
+    /// deep as the chain): its operands gathered without recursion, bound
+    /// one by one, and joined as a balanced tree (depth log2 of the terms;
+    /// both operators are associative, and evaluation still goes left to
+    /// right, stopping where the left-deep chain would).
+    fn chain(
+        &mut self,
+        e: &ast::Expr,
+        op: &ast::BinaryOperator,
+        scope: &Scope<'_>,
+    ) -> Result<Expr, SqlError> {
+        let mut operands = Vec::new();
+        let mut todo = vec![e];
+        while let Some(x) = todo.pop() {
+            match x {
+                ast::Expr::BinaryOp { left, op: o, right } if o == op => {
+                    todo.push(right);
+                    todo.push(left);
+                }
+                ast::Expr::Nested(inner) if matches!(&**inner, ast::Expr::BinaryOp { op: o, .. } if o == op) => {
+                    todo.push(inner)
+                }
+                x => operands.push(self.expr(x, scope)?),
+            }
+        }
+        Ok(balanced(binop(op)?, operands))
+    }
+
+    fn expr_inner(&mut self, e: &ast::Expr, scope: &Scope<'_>) -> Result<Expr, SqlError> {
         let b = Box::new;
         Ok(match e {
             ast::Expr::Identifier(id) => {
@@ -132,6 +200,10 @@ impl Binder<'_> {
                 other => Expr::Literal(literal(other)?),
             },
             ast::Expr::Nested(inner) => self.expr(inner, scope)?,
+            ast::Expr::BinaryOp {
+                op: op @ (ast::BinaryOperator::And | ast::BinaryOperator::Or),
+                ..
+            } => self.chain(e, op, scope)?,
             ast::Expr::BinaryOp { left, op, right } => {
                 let l = self.expr(left, scope)?;
                 let r = self.expr(right, scope)?;
@@ -243,6 +315,23 @@ impl Binder<'_> {
     }
 }
 
+/// `operands` joined by `op` as a balanced tree, in their order.
+fn balanced(op: BinOp, mut operands: Vec<Expr>) -> Expr {
+    // Pairs joined level by level: each round halves the count.
+    while operands.len() > 1 {
+        let mut next = Vec::with_capacity(operands.len().div_ceil(2));
+        let mut it = operands.into_iter();
+        while let Some(l) = it.next() {
+            match it.next() {
+                Some(r) => next.push(Expr::Binary(op, Box::new(l), Box::new(r))),
+                None => next.push(l),
+            }
+        }
+        operands = next;
+    }
+    operands.pop().unwrap_or(Expr::Literal(Value::Null))
+}
+
 fn binop(op: &ast::BinaryOperator) -> Result<BinOp, SqlError> {
     use ast::BinaryOperator as B;
     Ok(match op {
@@ -267,15 +356,25 @@ fn binop(op: &ast::BinaryOperator) -> Result<BinOp, SqlError> {
 }
 
 pub(crate) fn contains_aggregate(e: &ast::Expr) -> bool {
-    match e {
-        ast::Expr::Function(f) => matches!(
-            f.name.to_string().to_ascii_lowercase().as_str(),
-            "count" | "sum" | "avg" | "min" | "max"
-        ),
-        ast::Expr::BinaryOp { left, right, .. } => {
-            contains_aggregate(left) || contains_aggregate(right)
+    // Without recursion: operator chains make deep trees.
+    let mut todo = vec![e];
+    while let Some(e) = todo.pop() {
+        match e {
+            ast::Expr::Function(f)
+                if matches!(
+                    f.name.to_string().to_ascii_lowercase().as_str(),
+                    "count" | "sum" | "avg" | "min" | "max"
+                ) =>
+            {
+                return true
+            }
+            ast::Expr::BinaryOp { left, right, .. } => {
+                todo.push(right);
+                todo.push(left);
+            }
+            ast::Expr::Nested(e) => todo.push(e),
+            _ => {}
         }
-        ast::Expr::Nested(e) => contains_aggregate(e),
-        _ => false,
     }
+    false
 }

@@ -20,6 +20,7 @@ mod types;
 
 pub use binder::{Binder, SessionInfo};
 pub use dml::{BoundDelete, BoundInsert, BoundUpdate};
+pub use expr::MAX_EXPR_DEPTH;
 pub use names::{no_table, object_name};
 pub use select::{BoundSelect, Source};
 pub use statement::Bound;

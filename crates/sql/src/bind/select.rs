@@ -39,6 +39,8 @@ pub struct BoundSelect {
     pub limit: Option<Expr>,
     pub offset: Option<Expr>,
     pub for_update: bool,
+    /// FOR SHARE / LOCK IN SHARE MODE: rows read are locked shared.
+    pub for_share: bool,
 }
 
 impl Binder<'_> {
@@ -213,10 +215,16 @@ impl Binder<'_> {
                 limit = Some(self.expr(l, &scope)?);
             }
         }
-        let for_update = match q.locks.as_slice() {
-            [] => false,
-            [l] if l.lock_type == ast::LockType::Update => true,
-            [_] => false, // LOCK IN SHARE MODE / FOR SHARE: a consistent read here
+        let (for_update, for_share) = match q.locks.as_slice() {
+            [] => (false, false),
+            [l] if l.of.is_some() || l.nonblock.is_some() => {
+                return Err(unsupported(
+                    "FOR UPDATE / FOR SHARE with OF, NOWAIT or SKIP LOCKED",
+                ))
+            }
+            [l] if l.lock_type == ast::LockType::Update => (true, false),
+            // LOCK IN SHARE MODE / FOR SHARE: shared row locks.
+            [_] => (false, true),
             _ => return Err(unsupported("several lock clauses")),
         };
         if !aggregates.is_empty() && items.iter().any(Expr::uses_column) {
@@ -237,6 +245,7 @@ impl Binder<'_> {
             limit,
             offset,
             for_update,
+            for_share,
         })
     }
 }

@@ -41,6 +41,7 @@ impl Operator for Aggregate<'_> {
                 row: &row.values,
                 params: cx.params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             };
             for (a, st) in self.calls.iter().zip(&mut states) {
                 match &a.arg {
@@ -48,7 +49,10 @@ impl Operator for Aggregate<'_> {
                     Some(e) => {
                         let v = e.eval(&ecx)?;
                         if !v.is_null() {
-                            st.add(a, v);
+                            if let Some(bytes) = st.add(a, v) {
+                                // A DISTINCT aggregate's set of values.
+                                cx.guard.charge(bytes)?;
+                            }
                         }
                     }
                 }
@@ -81,9 +85,17 @@ struct State {
 }
 
 impl State {
-    fn add(&mut self, a: &AggCall, v: Value) {
-        if a.distinct && !self.seen.insert(v.to_text()) {
-            return;
+    /// Adds a value; for a DISTINCT aggregate, the bytes a new distinct
+    /// value holds.
+    fn add(&mut self, a: &AggCall, v: Value) -> Option<usize> {
+        let mut kept = None;
+        if a.distinct {
+            let t = v.to_text();
+            let bytes = t.as_ref().map_or(0, Vec::len) + 32;
+            if !self.seen.insert(t) {
+                return None;
+            }
+            kept = Some(bytes);
         }
         self.count += 1;
         match a.kind {
@@ -121,6 +133,7 @@ impl State {
                 }
             }
         }
+        kept
     }
 
     /// SUM is exact over integers and decimals (as MySQL's DECIMAL result),

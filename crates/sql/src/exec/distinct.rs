@@ -22,10 +22,11 @@ impl<'p> Distinct<'p> {
 impl Operator for Distinct<'_> {
     fn next(&mut self, cx: &mut ExecContext<'_>) -> Result<Option<Row>, SqlError> {
         while let Some(row) = self.input.next(cx)? {
-            if self
-                .seen
-                .insert(row.values.iter().map(|v| v.to_text()).collect())
-            {
+            let key: Vec<Option<Vec<u8>>> = row.values.iter().map(|v| v.to_text()).collect();
+            let bytes = key.iter().flatten().map(|b| b.len() + 24).sum::<usize>() + 24;
+            if self.seen.insert(key) {
+                // The set of rows seen is charged to the statement's bound.
+                cx.guard.charge(bytes)?;
                 return Ok(Some(row));
             }
         }

@@ -23,6 +23,7 @@ pub fn passes(predicate: &Expr, row: &[Value], params: &[Value]) -> Result<bool,
         row,
         params,
         aggregates: &[],
+        guard: None,
     };
     Ok(truth(&predicate.eval(&cx)?) == Some(true))
 }
@@ -30,7 +31,13 @@ pub fn passes(predicate: &Expr, row: &[Value], params: &[Value]) -> Result<bool,
 impl Operator for Filter<'_> {
     fn next(&mut self, cx: &mut ExecContext<'_>) -> Result<Option<Row>, SqlError> {
         while let Some(row) = self.input.next(cx)? {
-            if passes(self.predicate, &row.values, cx.params)? {
+            let ecx = Ctx {
+                row: &row.values,
+                params: cx.params,
+                aggregates: &[],
+                guard: Some(cx.guard),
+            };
+            if truth(&self.predicate.eval(&ecx)?) == Some(true) {
                 return Ok(Some(row));
             }
         }

@@ -6,13 +6,15 @@
 //! statement returns), `select` (the tree of a SELECT; the rows of UPDATE
 //! and DELETE), operators `scan` (table scans and primary key lookups),
 //! `values`, `filter`, `aggregate`, `sort`, `project`, `distinct`, `limit`;
-//! `stored` (decoding stored rows), `eval` and `functions` (expressions).
+//! `stored` (decoding stored rows), `eval` and `functions` (expressions);
+//! `guard` (a statement's kill state, deadline and memory bound).
 
 mod aggregate;
 mod distinct;
 pub mod eval;
 mod filter;
 mod functions;
+pub mod guard;
 mod limit;
 mod operator;
 mod output;
@@ -25,6 +27,7 @@ mod values;
 
 pub use eval::{like, Ctx};
 pub use filter::passes;
+pub use guard::{interrupted, row_bytes, Kill, StatementGuard};
 pub use limit::limit_of;
 pub use operator::{ExecContext, Operator, Row, RowSink};
 pub use output::Output;

@@ -23,6 +23,7 @@
 //! Operators take an explicit [`ExecContext`] (transaction, catalog,
 //! parameters) and never the session, so the session dispatches downward.
 
+use super::guard::StatementGuard;
 use crate::catalog::system::VirtualTable;
 use crate::catalog::Catalog;
 use crate::codec::ExternalRefs;
@@ -66,6 +67,9 @@ pub struct ExecContext<'a> {
     /// Makes the rows of a virtual table (they belong to the MySQL surface,
     /// above the executor).
     pub virtual_rows: fn(VirtualTable, &Catalog) -> Vec<Vec<Value>>,
+    /// The statement's kill state, deadline and memory bound: checked for
+    /// every row read, charged for every row kept.
+    pub guard: &'a StatementGuard,
 }
 
 /// A pull iterator of rows; see the module comment.

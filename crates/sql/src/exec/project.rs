@@ -41,6 +41,7 @@ impl Operator for Project<'_> {
             row: source,
             params: cx.params,
             aggregates,
+            guard: Some(cx.guard),
         };
         let values = self
             .items

@@ -3,8 +3,8 @@
 //! one primary key. Scans only narrow the search; the filter above them
 //! re-checks every row.
 //!
-//! With `lock` (SELECT ... FOR UPDATE, UPDATE, DELETE) each row is locked
-//! exclusively and read again in its latest version as it is handed up; a
+//! With `lock` (SELECT ... FOR UPDATE, UPDATE, DELETE: exclusive; FOR SHARE:
+//! shared) each row is locked and read again in its latest version as it is handed up; a
 //! row deleted meanwhile is skipped.
 
 use super::operator::{ExecContext, Operator, Row};
@@ -28,21 +28,33 @@ struct Reader {
     entry: Arc<TableEntry>,
     types: Vec<ColumnType>,
     lock: bool,
+    /// The lock taken on each row read when `lock`.
+    mode: LockMode,
     /// The columns whose values out of line are fetched (`None`: all).
     needed: Option<Vec<bool>>,
+    /// Whether rows are decoded at all (false: the statement reads no
+    /// value, as COUNT(*); rows are handed up with their key only).
+    decode: bool,
 }
 
 impl Reader {
-    /// The latest version of the row under `pk`, locked exclusively
+    /// The latest version of the row under `pk`, locked in `mode`
     /// (`None`: it is gone).
     fn locked(&self, cx: &ExecContext<'_>, pk: &[u8]) -> Result<Option<Vec<u8>>, SqlError> {
         cx.trx
-            .get_locked(self.entry.schema.engine_table, pk, LockMode::Exclusive)
+            .get_locked(self.entry.schema.engine_table, pk, self.mode)
             .map_err(engine_err)
     }
 
     /// The row under `pk` whose stored value is `v`.
     fn decode(&self, cx: &ExecContext<'_>, pk: Vec<u8>, v: &[u8]) -> Result<Row, SqlError> {
+        if !self.decode {
+            return Ok(Row {
+                values: Vec::new(),
+                key: pk,
+                external: Vec::new(),
+            });
+        }
         let s = &self.entry.schema;
         let (mut values, external) = decode_stored(s, &self.types, v)?;
         if !external.is_empty() {
@@ -67,21 +79,26 @@ impl Reader {
 
 /// Opens the read of `entry` by `access`. `wanted`: the most rows the
 /// consumer can use (it stops pulling after them; `usize::MAX` when it
-/// cannot tell), so that a `LIMIT 1` reads one row.
+/// cannot tell), so that a `LIMIT 1` reads one row. `decode`: false when
+/// the statement reads no value of the rows (COUNT(*)): they are not
+/// decoded.
 pub fn open_table<'p>(
     cx: &ExecContext<'_>,
     entry: &Arc<TableEntry>,
     access: &Access,
-    lock: bool,
+    lock: Option<LockMode>,
     wanted: usize,
     needed: Option<Vec<bool>>,
+    decode: bool,
 ) -> Result<Box<dyn Operator + 'p>, SqlError> {
     let s = &entry.schema;
     let reader = Reader {
         entry: entry.clone(),
         types: s.types(),
-        lock,
+        lock: lock.is_some(),
+        mode: lock.unwrap_or(LockMode::Exclusive),
         needed,
+        decode,
     };
     let params = cx.params;
     let full = |reader| TableScan::new(reader, Range::Full, wanted);
@@ -302,6 +319,7 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 impl Operator for TableScan {
     fn next(&mut self, cx: &mut ExecContext<'_>) -> Result<Option<Row>, SqlError> {
         loop {
+            cx.guard.check()?;
             if let Some((pk, v)) = self.batch.pop_front() {
                 let v = if self.reader.lock {
                     match self.reader.locked(cx, &pk)? {

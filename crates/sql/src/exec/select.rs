@@ -4,6 +4,7 @@
 use super::aggregate::Aggregate;
 use super::distinct::Distinct;
 use super::filter::Filter;
+use super::guard::{row_bytes, StatementGuard};
 use super::limit::{limit_of, Limit};
 use super::operator::{ExecContext, Operator, RowSink};
 use super::output::Output;
@@ -17,16 +18,37 @@ use crate::catalog::TableEntry;
 use crate::error::SqlError;
 use crate::expr::Expr;
 use crate::plan::{Access, SelectPlan};
+use crate::types::Value;
+use millrace_trx::LockMode;
 use std::sync::Arc;
 
 /// Runs a SELECT and collects its rows as the result.
 pub fn select(p: &SelectPlan, cx: &mut ExecContext<'_>) -> Result<Output, SqlError> {
-    let mut rows = Vec::new();
+    let mut rows = Collect {
+        rows: Vec::new(),
+        guard: cx.guard,
+    };
     run_select(p, cx, &mut rows)?;
+    let rows = rows.rows;
     Ok(Output::Rows {
         columns: p.select.columns.clone(),
         rows,
     })
+}
+
+/// The result rows, held whole until the statement ends: charged to the
+/// statement's memory bound.
+struct Collect<'g> {
+    rows: Vec<Vec<Value>>,
+    guard: &'g StatementGuard,
+}
+
+impl RowSink for Collect<'_> {
+    fn push(&mut self, row: Vec<Value>) -> Result<(), SqlError> {
+        self.guard.charge(row_bytes(&row))?;
+        self.rows.push(row);
+        Ok(())
+    }
 }
 
 /// Runs a SELECT, handing its rows to `sink` as they come.
@@ -69,8 +91,19 @@ fn build<'p>(
                 .chain(&s.items)
                 .chain(s.order_by.iter().map(|(e, _)| e))
                 .chain(s.aggregates.iter().filter_map(|a| a.arg.as_ref()));
+            let exprs: Vec<&Expr> = exprs.collect();
+            // COUNT(*), SELECT 1 FROM t, ...: no value of a row is read, so
+            // none is decoded.
+            let decode = exprs.iter().any(|e| e.uses_column());
             let needed = needed_columns(&t.schema, exprs, []);
-            open_table(cx, t, &p.access, s.for_update, wanted, needed)?
+            let lock = if s.for_update {
+                Some(LockMode::Exclusive)
+            } else if s.for_share {
+                Some(LockMode::Shared)
+            } else {
+                None
+            };
+            open_table(cx, t, &p.access, lock, wanted, needed, decode)?
         }
     };
     if let Some(f) = &s.filter {
@@ -106,7 +139,15 @@ pub fn rows_to_change<'p>(
     limit: usize,
     needed: Option<Vec<bool>>,
 ) -> Result<Box<dyn Operator + 'p>, SqlError> {
-    let mut op = open_table(cx, table, access, true, usize::MAX, needed)?;
+    let mut op = open_table(
+        cx,
+        table,
+        access,
+        Some(LockMode::Exclusive),
+        usize::MAX,
+        needed,
+        true,
+    )?;
     if let Some(f) = filter {
         op = Box::new(Filter::new(op, f));
     }

@@ -1,8 +1,10 @@
 //! ORDER BY: reads its whole input, then hands it up sorted (stable: rows
 //! with equal keys keep their input order). NULL sorts first; values compare
-//! as in expressions (`compare_values`).
+//! as in expressions (`compare_values`). The rows it holds are charged to
+//! the statement's memory bound (1038 past it).
 
 use super::eval::Ctx;
+use super::guard::row_bytes;
 use super::operator::{ExecContext, Operator, Row};
 use crate::error::SqlError;
 use crate::expr::Expr;
@@ -32,12 +34,15 @@ impl<'p> Sort<'p> {
                 row: &row.values,
                 params: cx.params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             };
             let keys = self
                 .keys
                 .iter()
                 .map(|(e, _)| e.eval(&ecx))
                 .collect::<Result<Vec<_>, _>>()?;
+            cx.guard
+                .charge(row_bytes(&keys) + row_bytes(&row.values) + row.key.len())?;
             keyed.push((keys, row));
         }
         let order = self.keys;

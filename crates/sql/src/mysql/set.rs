@@ -7,7 +7,9 @@ use crate::catalog::Catalog;
 use crate::error::{err_parse, unsupported, SqlError};
 use crate::exec::Output;
 use crate::types::Value;
-use millrace_errcode::{ER_GLOBAL_VARIABLE, ER_UNKNOWN_SYSTEM_VARIABLE, ER_WRONG_VALUE_FOR_VAR};
+use millrace_errcode::{
+    ER_GLOBAL_VARIABLE, ER_UNKNOWN_SYSTEM_VARIABLE, ER_WRONG_TYPE_FOR_VAR, ER_WRONG_VALUE_FOR_VAR,
+};
 use sqlparser::ast;
 use std::time::Instant;
 
@@ -68,7 +70,23 @@ pub fn set(
             }
             Ok(Output::ok())
         }
-        St::SetTransaction { .. } => Ok(Output::ok()),
+        St::SetTransaction {
+            modes, snapshot, ..
+        } => {
+            if snapshot.is_some() {
+                return Err(unsupported("SET TRANSACTION SNAPSHOT"));
+            }
+            for m in modes {
+                match m {
+                    ast::TransactionMode::IsolationLevel(l) => isolation(&l.to_string())?,
+                    ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => {}
+                    ast::TransactionMode::AccessMode(a) => {
+                        return Err(unsupported(format!("SET TRANSACTION {a}")))
+                    }
+                }
+            }
+            Ok(Output::ok())
+        }
         other => Err(unsupported(other)),
     }
 }
@@ -134,33 +152,49 @@ fn set_one(
             }
         }
         "collation_connection" => s.settings().collation = word,
+        "transaction_isolation" | "tx_isolation" => isolation(&word.replace('-', " "))?,
+        "sql_mode" => sql_mode(&word)?,
+        "max_execution_time" => {
+            let ms = word.parse::<u64>().map_err(|_| {
+                SqlError::new(
+                    ER_WRONG_TYPE_FOR_VAR,
+                    "Incorrect argument type to variable 'max_execution_time'",
+                )
+            })?;
+            s.settings().max_execution_time_ms = ms;
+        }
+        "transaction_read_only" | "tx_read_only" => {
+            if !matches!(word.as_str(), "0" | "off" | "false") {
+                return Err(unsupported("read-only transactions"));
+            }
+        }
         _ => {
             let known = session_variables(s.settings(), cx.catalog.engine(), cx.started)
                 .iter()
                 .any(|(n, _)| *n == name)
                 || matches!(
                     name.as_str(),
-                    "sql_mode"
-                        | "sql_select_limit"
-                        | "sql_auto_is_null"
-                        | "sql_safe_updates"
+                    "net_write_timeout"
                         | "foreign_key_checks"
                         | "unique_checks"
-                        | "transaction_isolation"
-                        | "tx_isolation"
-                        | "transaction_read_only"
-                        | "time_zone"
-                        | "wait_timeout"
-                        | "interactive_timeout"
-                        | "net_write_timeout"
+                        | "group_concat_max_len"
+                        | "sql_safe_updates"
+                        | "sql_auto_is_null"
+                        | "sql_select_limit"
                         | "net_read_timeout"
                         | "sql_quote_show_create"
-                        | "group_concat_max_len"
-                        | "max_execution_time"
                         | "session_track_schema"
                         | "session_track_system_variables"
                         | "session_track_state_change"
                 );
+            if known && !unchanged(s, cx, &name, &word) {
+                // A variable whose value we report but whose other values
+                // have no effect here: only its current value is accepted.
+                return Err(unsupported(format!(
+                    "SET {name} to another value than its current one (its \
+                     other settings are not implemented)"
+                )));
+            }
             if !known {
                 return Err(SqlError::new(
                     ER_UNKNOWN_SYSTEM_VARIABLE,
@@ -170,6 +204,81 @@ fn set_one(
         }
     }
     Ok(Output::ok())
+}
+
+/// Whether `word` is the value `name` already has (for the variables whose
+/// other values we do not implement). Variables that only concern the
+/// network or the client (`net_*_timeout`, `session_track_*`,
+/// `sql_quote_show_create`) are accepted at any value.
+fn unchanged(s: &mut dyn SessionSettings, cx: &SetContext<'_>, name: &str, word: &str) -> bool {
+    match name {
+        // No foreign keys exist; unique checks are always made (stricter
+        // than asked); there is no GROUP_CONCAT: any value means the same.
+        "foreign_key_checks"
+        | "unique_checks"
+        | "group_concat_max_len"
+        | "sql_quote_show_create" => return true,
+        "sql_safe_updates" | "sql_auto_is_null" => return matches!(word, "0" | "off" | "false"),
+        "sql_select_limit" => return matches!(word, "default" | "18446744073709551615"),
+        "time_zone" => return matches!(word, "system" | "+00:00" | "utc"),
+        _ if name.starts_with("net_") || name.starts_with("session_track") => return true,
+        _ => {}
+    }
+    let Some((_, v)) = session_variables(s.settings(), cx.catalog.engine(), cx.started)
+        .into_iter()
+        .find(|(n, _)| n == name)
+    else {
+        return false;
+    };
+    v.to_text()
+        .is_some_and(|t| String::from_utf8_lossy(&t).eq_ignore_ascii_case(word))
+}
+
+/// SET TRANSACTION ISOLATION LEVEL / transaction_isolation: the engine
+/// gives each transaction one snapshot (REPEATABLE READ). Its READ
+/// COMMITTED takes a view per engine call, not per statement (a statement
+/// reading in several batches could see two snapshots), so it is not
+/// offered as MySQL's READ COMMITTED; nor are the other levels.
+fn isolation(level: &str) -> Result<(), SqlError> {
+    let level = level.trim_matches('\'').to_ascii_uppercase();
+    if level == "REPEATABLE READ" {
+        return Ok(());
+    }
+    Err(unsupported(format!(
+        "transaction isolation level {level} (only REPEATABLE READ is implemented)"
+    )))
+}
+
+/// The sql_mode flags whose semantics are implemented: strict conversion
+/// (an out-of-range or malformed value is an error, never a warning and a
+/// clipped value; see `types::coerce`) and the storage engine never being
+/// substituted. The default is exactly these.
+pub const SQL_MODE: &str = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION";
+
+fn sql_mode(word: &str) -> Result<(), SqlError> {
+    let implemented = [
+        "strict_trans_tables",
+        "strict_all_tables",
+        "no_engine_substitution",
+    ];
+    let flags: Vec<&str> = word
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .collect();
+    let strict = flags
+        .iter()
+        .any(|f| matches!(*f, "strict_trans_tables" | "strict_all_tables"));
+    if !strict || flags.iter().any(|f| !implemented.contains(f)) {
+        return Err(SqlError::new(
+            ER_WRONG_VALUE_FOR_VAR,
+            format!(
+                "Variable 'sql_mode' can't be set to the value of '{word}' (only strict modes \
+                 of {SQL_MODE} are implemented)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The text of a SET value (`ON`, `'utf8'`, 1, ...), for session settings.

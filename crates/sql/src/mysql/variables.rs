@@ -23,6 +23,8 @@ pub struct SessionVars {
     pub character_set: String,
     pub collation: String,
     pub autocommit: bool,
+    /// max_execution_time: read-only SELECTs stop after this (0: never).
+    pub max_execution_time_ms: u64,
 }
 
 impl Default for SessionVars {
@@ -31,6 +33,7 @@ impl Default for SessionVars {
             character_set: "utf8mb4".into(),
             collation: "utf8mb4_general_ci".into(),
             autocommit: true,
+            max_execution_time_ms: 0,
         }
     }
 }
@@ -169,6 +172,10 @@ pub fn session_variables(
         ("license", t("Apache-2.0")),
         ("lower_case_table_names", Value::Int(0)),
         ("max_allowed_packet", Value::Int(67_108_864)),
+        (
+            "max_execution_time",
+            Value::UInt(vars.max_execution_time_ms),
+        ),
         ("net_write_timeout", Value::Int(60)),
         ("performance_schema", Value::Int(0)),
         ("sql_mode", t("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION")),

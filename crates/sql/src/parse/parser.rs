@@ -1,13 +1,21 @@
-//! The parser: sqlparser with its MySQL dialect, one statement per query.
+//! The parser: sqlparser with its MySQL dialect, one statement per query,
+//! after the statement's depth bound (`depth`) is checked.
 
+use super::depth::{depth_bound, too_deep, MAX_STATEMENT_DEPTH};
 use crate::error::{err_parse, unsupported, SqlError};
 use millrace_errcode::ER_EMPTY_QUERY;
 use sqlparser::ast;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
-/// The one statement of `sql`.
+/// The one statement of `sql`. A statement whose tree could be deeper than
+/// `MAX_STATEMENT_DEPTH` is refused (1436) before its tree is built. The
+/// caller runs statements over `INLINE_DEPTH` on a deep stack.
 pub fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
+    let bound = depth_bound(sql)?;
+    if bound > MAX_STATEMENT_DEPTH {
+        return Err(too_deep(bound));
+    }
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(err_parse)?;
     match stmts.len() {
         0 => Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty")),

@@ -5,7 +5,6 @@
 //! version it was planned against.
 
 use super::logical::Plan;
-use sqlparser::ast;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -49,11 +48,11 @@ impl PlanCache {
     }
 }
 
-/// A prepared statement: its text and statement, and its plan (`None` for
-/// statements that are not planned, run as parsed).
+/// A prepared statement: its text and its plan (`None` for statements that
+/// are not planned: parsed again at each execution). The syntax tree is not
+/// kept: it may be deep, and is dropped on the stack that parsed it.
 pub struct Prepared {
     pub sql: String,
-    pub stmt: ast::Statement,
     pub plan: Option<Arc<Plan>>,
     pub params: usize,
 }

@@ -6,18 +6,22 @@
 
 use super::state::Session;
 use crate::ddl::{self, DdlContext};
+use crate::error::{on_deep_stack, set_deep_stack};
 use crate::error::{unsupported, SqlError};
 use crate::exec::Output;
 use crate::mysql::set::{self, SetContext};
 use crate::mysql::show::{self, ShowContext};
+use crate::parse::depth::{
+    depth_bound, too_deep, DEEP_STACK_BYTES, INLINE_DEPTH, MAX_STATEMENT_DEPTH,
+};
 use crate::parse::{count_placeholders, parse, shape};
 use crate::plan::{self, PlanCache, Prepared};
 use crate::types::{OutColumn, Value};
 use millrace_errcode::{
-    ER_BAD_DB_ERROR, ER_EMPTY_QUERY, ER_NEED_REPREPARE, ER_TABLE_DEF_CHANGED,
-    ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS, ER_WRONG_ARGUMENTS,
+    ER_BAD_DB_ERROR, ER_EMPTY_QUERY, ER_NEED_REPREPARE, ER_NO_SUCH_THREAD,
+    ER_STACK_OVERRUN_NEED_MORE, ER_TABLE_DEF_CHANGED, ER_UNKNOWN_STMT_HANDLER, ER_UNSUPPORTED_PS,
+    ER_WRONG_ARGUMENTS,
 };
-use millrace_trx::Isolation;
 use sqlparser::ast;
 use std::sync::Arc;
 
@@ -43,24 +47,50 @@ impl Session {
         if sql.is_empty() {
             return Err(SqlError::new(ER_EMPTY_QUERY, "Query was empty"));
         }
-        if let Some((shape, literals)) = shape::shape(sql) {
+        self.statement_begins(sql);
+        let r = self.query_text(sql);
+        self.statement_ends(r)
+    }
+
+    fn query_text(&mut self, sql: &str) -> Result<Output, SqlError> {
+        let shaped = shape::shape(sql);
+        if let Some((shape, literals)) = &shaped {
+            let key = PlanCache::key(self.database.as_deref(), shape);
+            let server = self.server.clone();
+            if let Some(plan) = server.plans.get(&key, server.catalog.version()) {
+                // None: the catalog changed under the plan; plan again below.
+                if let Some(out) = self.run_plan(&plan, literals)? {
+                    return Ok(out);
+                }
+            }
+        }
+        // Parsing (and all that walks the tree) on a stack deep enough.
+        self.on_stack_for(sql, move |s| s.parse_and_run(sql, shaped))
+    }
+
+    /// The text statement `sql` (its shape and literals, if it has one) not
+    /// found in the plan cache: planned and cached by shape, or parsed and
+    /// run alone.
+    fn parse_and_run(
+        &mut self,
+        sql: &str,
+        shaped: Option<(String, Vec<Value>)>,
+    ) -> Result<Output, SqlError> {
+        if let Some((shape, literals)) = shaped {
             let key = PlanCache::key(self.database.as_deref(), &shape);
             let server = self.server.clone();
-            let plan = match server.plans.get(&key, server.catalog.version()) {
-                Some(p) => Some(p),
-                None => match parse(&shape)
-                    .ok()
-                    .map(|stmt| plan::plan(&server.catalog, self, &stmt))
+            let plan = match parse(&shape)
+                .ok()
+                .map(|stmt| plan::plan(&server.catalog, self, &stmt))
+            {
+                Some(Ok(Some(p)))
+                    if !p.volatile && !p.shape_sensitive && p.params == literals.len() =>
                 {
-                    Some(Ok(Some(p)))
-                        if !p.volatile && !p.shape_sensitive && p.params == literals.len() =>
-                    {
-                        let p = Arc::new(p);
-                        server.plans.put(key, p.clone());
-                        Some(p)
-                    }
-                    _ => None,
-                },
+                    let p = Arc::new(p);
+                    server.plans.put(key, p.clone());
+                    Some(p)
+                }
+                _ => None,
             };
             if let Some(plan) = plan {
                 // None: the catalog changed under the plan; plan again below.
@@ -73,11 +103,50 @@ impl Session {
         self.statement(&stmt, &[])
     }
 
+    /// Runs `f` (which parses `sql`) on this thread when the statement's
+    /// tree is shallow, else on a thread of its own with a deep stack (see
+    /// docs/design.md, "Bounds and interruption in the SQL layer").
+    pub(super) fn on_stack_for<T: Send>(
+        &mut self,
+        sql: &str,
+        f: impl FnOnce(&mut Session) -> Result<T, SqlError> + Send,
+    ) -> Result<T, SqlError> {
+        let bound = depth_bound(sql)?;
+        if bound <= INLINE_DEPTH || on_deep_stack() {
+            return f(self);
+        }
+        if bound > MAX_STATEMENT_DEPTH {
+            return Err(too_deep(bound));
+        }
+        std::thread::scope(|scope| {
+            let worker = std::thread::Builder::new()
+                .name("millrace-deep-statement".into())
+                .stack_size(DEEP_STACK_BYTES)
+                .spawn_scoped(scope, move || {
+                    set_deep_stack();
+                    f(self)
+                })
+                .map_err(|e| {
+                    SqlError::new(
+                        ER_STACK_OVERRUN_NEED_MORE,
+                        format!("Thread stack overrun: no thread for a deep statement: {e}"),
+                    )
+                })?;
+            match worker.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
     /// COM_STMT_PREPARE: (statement id, parameter count, result columns).
     pub fn prepare(&mut self, sql: &str) -> Result<(u32, usize, Vec<OutColumn>), SqlError> {
         let sql = sql.trim().trim_end_matches(';').trim_end();
-        let stmt = parse(sql)?;
-        let plan = plan::plan(&self.server.catalog, self, &stmt)?;
+        // The tree is dropped where it was parsed: only the plan is kept.
+        let plan = self.on_stack_for(sql, |s| {
+            let stmt = parse(sql)?;
+            plan::plan(&s.server.catalog, s, &stmt)
+        })?;
         let (params, columns, plan) = match plan {
             Some(p) => (p.params, p.columns().to_vec(), Some(Arc::new(p))),
             None => {
@@ -96,7 +165,6 @@ impl Session {
             id,
             Prepared {
                 sql: sql.to_string(),
-                stmt,
                 plan,
                 params,
             },
@@ -106,6 +174,13 @@ impl Session {
 
     /// COM_STMT_EXECUTE.
     pub fn execute(&mut self, id: u32, params: Vec<Value>) -> Result<Output, SqlError> {
+        let sql = self.prepared.get(&id).map(|p| p.sql.clone());
+        self.statement_begins(sql.as_deref().unwrap_or(""));
+        let r = self.execute_prepared(id, params);
+        self.statement_ends(r)
+    }
+
+    fn execute_prepared(&mut self, id: u32, params: Vec<Value>) -> Result<Output, SqlError> {
         let Some(p) = self.prepared.get(&id) else {
             return Err(SqlError::new(
                 ER_UNKNOWN_STMT_HANDLER,
@@ -118,9 +193,13 @@ impl Session {
                 "Incorrect arguments to mysqld_stmt_execute",
             ));
         }
+        let sql = p.sql.clone();
         let Some(plan) = p.plan.clone() else {
-            let stmt = p.stmt.clone();
-            return self.statement(&stmt, &params);
+            // Not planned (SET, SHOW, ...): parsed again, as a text statement.
+            return self.on_stack_for(&sql, |s| {
+                let stmt = parse(&sql)?;
+                s.statement(&stmt, &params)
+            });
         };
         if !plan.volatile {
             if let Some(out) = self.run_plan(&plan, &params)? {
@@ -128,13 +207,10 @@ impl Session {
             }
         }
         // Volatile, or planned against an older catalog: plan again.
-        let sql = self
-            .prepared
-            .get(&id)
-            .map(|p| p.sql.clone())
-            .unwrap_or_default();
-        let fresh = plan::plan(&self.server.catalog, self, &parse(&sql)?)?
-            .ok_or_else(|| unsupported("a statement that changed kind"))?;
+        let fresh = self.on_stack_for(&sql, |s| {
+            plan::plan(&s.server.catalog, s, &parse(&sql)?)?
+                .ok_or_else(|| unsupported("a statement that changed kind"))
+        })?;
         let fresh = Arc::new(fresh);
         if !fresh.volatile {
             if let Some(p) = self.prepared.get_mut(&id) {
@@ -185,7 +261,7 @@ impl Session {
         match stmt {
             S::StartTransaction { .. } => {
                 self.end_trx(true)?;
-                self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+                self.trx();
                 self.explicit = true;
                 Ok(Output::ok())
             }
@@ -278,7 +354,32 @@ impl Session {
                     ci.unique,
                 )
             }
-            S::Flush { .. } | S::LockTables { .. } | S::UnlockTables => Ok(Output::ok()),
+            S::Kill { modifier, id } => {
+                let query_only = match modifier {
+                    None | Some(ast::KillType::Connection) => false,
+                    Some(ast::KillType::Query) => true,
+                    Some(other) => return Err(unsupported(format!("KILL {other}"))),
+                };
+                let target = u32::try_from(*id).map_err(|_| {
+                    SqlError::new(ER_NO_SUCH_THREAD, format!("Unknown thread id: {id}"))
+                })?;
+                self.server
+                    .kill_from(Some(self.conn.connection_id), target, query_only)?;
+                Ok(Output::ok())
+            }
+            // Nothing here keeps table locks or a global read lock: saying OK
+            // would promise a protection that is not there.
+            S::Flush { .. } => Err(unsupported(
+                "FLUSH (there is no table cache to flush and no global read lock; \
+                 FLUSH TABLES WITH READ LOCK would not block writers)",
+            )),
+            S::LockTables { .. } => Err(unsupported(
+                "LOCK TABLES (table locks are not implemented; use transactions \
+                 and SELECT ... FOR UPDATE / FOR SHARE)",
+            )),
+            // Releases nothing, as no table locks can be held; MySQL answers
+            // OK too when none are.
+            S::UnlockTables => Ok(Output::ok()),
             S::Query(_) | S::Insert(_) | S::Update { .. } | S::Delete(_) => {
                 unreachable!("planned statements do not get here")
             }

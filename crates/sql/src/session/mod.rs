@@ -10,10 +10,12 @@
 //! (statement savepoint); a deadlock rolls the whole transaction back.
 //! Tables used by a transaction hold a shared metadata lock until it ends.
 //!
-//! Files: `server` (state shared by sessions), `state` (a session's state),
+//! Files: `server` (state shared by sessions), `control` (KILL, the
+//! process list, per-connection control), `state` (a session's state),
 //! `transaction` (its transaction and metadata locks), `dispatch` (entry
 //! points, statements that are not planned), `run` (running a plan).
 
+mod control;
 mod dispatch;
 mod instance;
 mod run;
@@ -22,7 +24,8 @@ mod transaction;
 
 pub use crate::exec::Output;
 pub use crate::mysql::{SERVER_VERSION, VERSION_COMMENT};
-pub use instance::Instance;
+pub use control::DisconnectHook;
+pub use instance::{default_statement_memory_bytes, Instance};
 pub use state::{ConnInfo, Session};
 
 #[cfg(test)]

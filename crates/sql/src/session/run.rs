@@ -45,6 +45,13 @@ impl Session {
         } else {
             None
         };
+        if let PlanKind::Select(s) = &plan.kind {
+            // max_execution_time: read-only SELECTs only, as MySQL.
+            if !s.select.for_update {
+                let ms = self.vars.max_execution_time_ms;
+                self.control.guard.set_timeout(self.statement_started, ms);
+            }
+        }
         let r = self.execute_plan(plan, params);
         match r {
             Ok(out) => {
@@ -80,6 +87,7 @@ impl Session {
             params,
             page_size: server.engine().page_size(),
             virtual_rows: vtab::rows,
+            guard: &self.control.guard,
         };
         match &plan.kind {
             PlanKind::Select(s) => exec::select(s, &mut cx),

@@ -3,30 +3,25 @@
 //! stages below read of it (`SessionInfo` for binding, `SessionSettings`
 //! for SET).
 
+pub use super::control::ConnInfo;
+use super::control::{Control, DisconnectHook};
 use super::instance::Instance;
 use crate::bind::SessionInfo;
 use crate::catalog::TableEntry;
 use crate::error::SqlError;
+use crate::exec::{interrupted, Kill};
 use crate::mysql::functions::{session_function, Caller};
 use crate::mysql::set::SessionSettings;
 use crate::mysql::variables::session_variables;
 use crate::mysql::SessionVars;
 use crate::plan::Prepared;
 use crate::types::Value;
+use millrace_errcode::ER_QUERY_TIMEOUT;
 use millrace_trx::Trx;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Who is connected: fixed for the life of the connection.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    pub connection_id: u32,
-    pub user: String,
-    /// The client's host as MySQL names it in `USER()`.
-    pub host: String,
-}
+use std::time::{Duration, Instant};
 
 pub struct Session {
     pub(super) server: Arc<Instance>,
@@ -41,11 +36,20 @@ pub struct Session {
     pub(super) last_insert_id: u64,
     pub(super) prepared: HashMap<u32, Prepared>,
     pub(super) next_stmt_id: u32,
+    /// Shared with the instance's registry (KILL, the process list).
+    pub(super) control: Arc<Control>,
+    /// When the running statement began (max_execution_time counts from it).
+    pub(super) statement_started: Instant,
 }
 
 impl Session {
     pub fn new(server: Arc<Instance>, conn: ConnInfo) -> Session {
+        let limit = server.statement_memory_bytes.load(Ordering::Relaxed);
+        let control = Arc::new(Control::new(conn.clone(), limit));
+        server.register(control.clone());
         Session {
+            control,
+            statement_started: Instant::now(),
             server,
             conn,
             database: None,
@@ -56,6 +60,46 @@ impl Session {
             last_insert_id: 0,
             prepared: HashMap::new(),
             next_stmt_id: 1,
+        }
+    }
+
+    /// The server's hook that disconnects this session's client (shuts its
+    /// socket down): KILL CONNECTION from another session calls it.
+    pub fn set_disconnect_hook(&mut self, hook: DisconnectHook) {
+        *self.control.hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    /// Whether KILL CONNECTION was aimed at this session: the server closes
+    /// the connection after the command in progress.
+    pub fn is_killed(&self) -> bool {
+        self.control.guard.kill_state() == Kill::Connection
+    }
+
+    /// A statement begins: a KILL QUERY aimed at the one before is
+    /// forgotten; its memory bound is the instance's.
+    pub(super) fn statement_begins(&mut self, sql: &str) {
+        self.statement_started = Instant::now();
+        let limit = self.server.statement_memory_bytes.load(Ordering::Relaxed);
+        self.control.guard.begin(limit);
+        self.control.set_info(Some(sql));
+        self.control.running.store(true, Ordering::SeqCst);
+    }
+
+    /// A statement ended: an error of a killed statement is 1317, whatever
+    /// the engine or operator said.
+    pub(super) fn statement_ends<T>(&mut self, r: Result<T, SqlError>) -> Result<T, SqlError> {
+        self.control.running.store(false, Ordering::SeqCst);
+        self.control.set_info(None);
+        let killed = self.control.guard.kill_state() != Kill::None;
+        match r {
+            Err(e) if killed && e.code != ER_QUERY_TIMEOUT => Err(interrupted()),
+            Err(e) if killed => Err(e),
+            r => {
+                if killed && self.control.guard.kill_state() == Kill::Connection {
+                    return Err(interrupted());
+                }
+                r
+            }
         }
     }
 
@@ -125,5 +169,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // A connection that goes away rolls back what it left open.
         let _ = self.end_trx(false);
+        self.server
+            .unregister(self.conn.connection_id, &self.control);
     }
 }

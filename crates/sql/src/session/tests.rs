@@ -962,3 +962,244 @@ fn scans_span_batches() {
     assert_eq!(ok(s.query("DELETE FROM t WHERE id >= 5000 LIMIT 300")), 300);
     assert_eq!(one(&mut s, "SELECT COUNT(*) FROM t"), "367");
 }
+
+// ---- Bounds and interruption (docs/design.md, "Bounds and interruption in
+// the SQL layer").
+
+/// Runs `f` on a thread with the 2 MiB stack a connection thread has (the
+/// server spawns them with std's default, 2 MiB): an overflow aborts the
+/// test process.
+fn on_connection_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("no panic")
+}
+
+fn with_rows(s: &mut Session, n: usize) {
+    ok(s.query("CREATE TABLE t (id INT PRIMARY KEY, c VARCHAR(100))"));
+    let values: Vec<String> = (1..=n).map(|i| format!("({i}, 'row{i}')")).collect();
+    ok(s.query(&format!("INSERT INTO t VALUES {}", values.join(","))));
+}
+
+#[test]
+fn flat_operator_chains_give_a_result_or_a_clean_error() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    on_connection_stack(move || {
+        let mut s = Session::new(server, conn(1));
+        ok(s.query("CREATE DATABASE d"));
+        ok(s.query("USE d"));
+        with_rows(&mut s, 10);
+        let or: Vec<String> = (0..20_000).map(|i| format!("id={i}")).collect();
+        let or = format!("SELECT COUNT(*) FROM t WHERE {}", or.join(" OR "));
+        assert_eq!(rows(s.query(&or)), vec![r(&["10"])]);
+        let and: Vec<String> = (0..20_000).map(|i| format!("id<>{}", -i)).collect();
+        let and = format!("SELECT COUNT(*) FROM t WHERE {}", and.join(" AND "));
+        assert_eq!(rows(s.query(&and)), vec![r(&["10"])]);
+        let (id, _, _) = s.prepare(&or).expect("prepare");
+        assert_eq!(rows(s.execute(id, vec![])), vec![r(&["10"])]);
+        s.close(id);
+        let plus = format!("SELECT 1{}", "+1".repeat(20_000));
+        assert_eq!(code(s.query(&plus)), 1436);
+        let neg = format!("SELECT {}1", "- ".repeat(20_000));
+        assert!(s.query(&neg).is_err());
+        let parens = format!("SELECT {}1{}", "(".repeat(5_000), ")".repeat(5_000));
+        assert!(s.query(&parens).is_err());
+        let concat = format!("SELECT {}'x'{}", "CONCAT(".repeat(5_000), ")".repeat(5_000));
+        assert!(s.query(&concat).is_err());
+        let sub = format!("SELECT {}1{}", "(SELECT ".repeat(2_000), ")".repeat(2_000));
+        assert!(s.query(&sub).is_err());
+        let is_null = format!("SELECT 1{}", " IS NULL".repeat(20_000));
+        assert!(s.query(&is_null).is_err());
+        // Unsupported, with a long chain inside: the error does not quote it.
+        let case = format!(
+            "SELECT CASE WHEN {} THEN 1 END FROM t",
+            vec!["id=1"; 20_000].join(" OR ")
+        );
+        assert_eq!(code(s.query(&case)), 1235);
+        let huge = format!(
+            "SELECT 1 FROM t WHERE {}",
+            vec!["id=1"; 200_000].join(" OR ")
+        );
+        assert_eq!(code(s.query(&huge)), 1436);
+        // The session still works.
+        assert_eq!(
+            rows(s.query("SELECT COUNT(*) FROM t WHERE id = 1 OR id = 2")),
+            vec![r(&["2"])]
+        );
+    });
+}
+
+#[test]
+fn kill_query_stops_a_lock_wait_and_kill_connection_disconnects() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    let mut a = Session::new(server.clone(), conn(1));
+    ok(a.query("SET GLOBAL innodb_lock_wait_timeout = 60"));
+    ok(a.query("CREATE DATABASE d"));
+    ok(a.query("USE d"));
+    with_rows(&mut a, 3);
+    ok(a.query("BEGIN"));
+    rows(a.query("SELECT * FROM t WHERE id = 1 FOR UPDATE"));
+    let srv = server.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut b = Session::new(srv, conn(2));
+        ok(b.query("USE d"));
+        let start = std::time::Instant::now();
+        let r = b.query("UPDATE t SET c = 'x' WHERE id = 1");
+        let after = b.query("SELECT COUNT(*) FROM t");
+        (
+            r.map_err(|e| e.code.number()),
+            start.elapsed(),
+            after.is_ok(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    ok(a.query("KILL QUERY 2"));
+    let (res, waited, after) = waiter.join().expect("waiter");
+    assert_eq!(res.unwrap_err(), 1317);
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert!(after, "the session goes on after KILL QUERY");
+    assert_eq!(code(a.query("KILL 999")), 1094);
+    assert_eq!(code(a.query("KILL QUERY 999")), 1094);
+    ok(a.query("COMMIT"));
+
+    let mut c = Session::new(server.clone(), conn(3));
+    let hooked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h = hooked.clone();
+    c.set_disconnect_hook(Box::new(move || h.store(true, Ordering::SeqCst)));
+    assert!(!c.is_killed());
+    server.kill(3, false).expect("kill");
+    assert!(hooked.load(Ordering::SeqCst));
+    assert!(c.is_killed());
+    assert_eq!(code(c.query("SELECT 1")), 1317);
+    // Its own connection may be killed too (at once: it waits for no lock).
+    let start = std::time::Instant::now();
+    ok(a.query("KILL QUERY 1"));
+    assert!(start.elapsed() < Duration::from_millis(500));
+    assert_eq!(rows(a.query("SELECT 1")), vec![r(&["1"])]);
+    drop(c);
+    assert_eq!(server.kill(3, true).unwrap_err().code.number(), 1094);
+}
+
+#[test]
+fn max_execution_time_stops_a_select() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server, conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    with_rows(&mut s, 3000);
+    ok(s.query("SET max_execution_time = 1"));
+    assert_eq!(
+        rows(s.query("SELECT @@max_execution_time")),
+        vec![r(&["1"])]
+    );
+    let slow = "SELECT COUNT(*) FROM t a WHERE c LIKE '%r%o%w%9%9%' OR c LIKE '%x%'";
+    let mut timed_out = false;
+    for _ in 0..50 {
+        match s.query(slow) {
+            Err(e) if e.code.number() == 3024 => {
+                timed_out = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(timed_out, "a 1 ms limit stops a scan of 3000 rows");
+    // A long LIKE match is stopped inside the match.
+    ok(s.query("SET max_execution_time = 200"));
+    let like = format!(
+        "SELECT '{}' LIKE '%{}b'",
+        "a".repeat(300_000),
+        "a".repeat(3_000)
+    );
+    let start = std::time::Instant::now();
+    assert_eq!(code(s.query(&like)), 3024);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    ok(s.query("SET max_execution_time = 1"));
+    // Writes are not limited (MySQL: read-only SELECTs only).
+    ok(s.query("UPDATE t SET c = 'y'"));
+    ok(s.query("SET max_execution_time = 0"));
+    assert_eq!(rows(s.query(slow)), vec![r(&["0"])]);
+}
+
+#[test]
+fn statement_memory_is_bounded() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    with_rows(&mut s, 500);
+    server
+        .statement_memory_bytes
+        .store(16 << 10, Ordering::Relaxed);
+    assert_eq!(code(s.query("SELECT * FROM t ORDER BY c DESC")), 1038);
+    assert_eq!(code(s.query("SELECT DISTINCT c FROM t")), 1038);
+    assert_eq!(code(s.query("SELECT * FROM t")), 1038);
+    assert_eq!(code(s.query("SELECT COUNT(DISTINCT c) FROM t")), 1038);
+    assert_eq!(code(s.query("UPDATE t SET c = 'z'")), 1038);
+    assert_eq!(rows(s.query("SELECT COUNT(*) FROM t")), vec![r(&["500"])]);
+    assert_eq!(rows(s.query("SELECT id FROM t WHERE id = 1")).len(), 1);
+}
+
+#[test]
+fn commands_that_did_nothing_work_or_refuse() {
+    let (_engine, server) = open(Arc::new(SimStorage::new()));
+    let mut s = Session::new(server.clone(), conn(1));
+    ok(s.query("CREATE DATABASE d"));
+    ok(s.query("USE d"));
+    with_rows(&mut s, 3);
+    assert_eq!(code(s.query("LOCK TABLES t READ")), 1235);
+    assert_eq!(code(s.query("FLUSH TABLES WITH READ LOCK")), 1235);
+    ok(s.query("UNLOCK TABLES"));
+    assert_eq!(
+        code(s.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")),
+        1235
+    );
+    assert_eq!(
+        code(s.query("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")),
+        1235
+    );
+    assert_eq!(
+        code(s.query("SET transaction_isolation = 'READ-COMMITTED'")),
+        1235
+    );
+    ok(s.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
+    ok(s.query("SET transaction_isolation = 'REPEATABLE-READ'"));
+    assert_eq!(code(s.query("SET TRANSACTION READ ONLY")), 1235);
+    assert_eq!(code(s.query("SET sql_mode = ''")), 1231);
+    assert_eq!(
+        code(s.query("SET sql_mode = 'ANSI_QUOTES,STRICT_TRANS_TABLES'")),
+        1231
+    );
+    ok(s.query("SET sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION'"));
+    assert_eq!(
+        rows(s.query("SELECT @@sql_mode")),
+        vec![r(&["STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"])]
+    );
+    assert_eq!(code(s.query("SET sql_safe_updates = 1")), 1235);
+    ok(s.query("SET foreign_key_checks = 0"));
+    assert_eq!(code(s.query("SET time_zone = '+02:00'")), 1235);
+    // FOR SHARE takes shared row locks: a writer waits (and times out).
+    ok(s.query("SET GLOBAL innodb_lock_wait_timeout = 1"));
+    ok(s.query("BEGIN"));
+    assert_eq!(
+        rows(s.query("SELECT id FROM t WHERE id = 1 FOR SHARE")).len(),
+        1
+    );
+    let mut w = Session::new(server.clone(), conn(2));
+    ok(w.query("USE d"));
+    assert_eq!(code(w.query("UPDATE t SET c = 'w' WHERE id = 1")), 1205);
+    // A second reader shares it.
+    assert_eq!(
+        rows(w.query("SELECT id FROM t WHERE id = 1 FOR SHARE")).len(),
+        1
+    );
+    ok(s.query("COMMIT"));
+}

@@ -6,12 +6,23 @@ use super::state::Session;
 use crate::catalog::TableEntry;
 use crate::error::{engine_err, SqlError};
 use millrace_trx::{Isolation, Trx};
+
+impl Session {
+    /// The isolation level transactions begin with: REPEATABLE READ, the
+    /// one level SET TRANSACTION accepts (see `mysql::set`).
+    pub(super) fn isolation(&self) -> Isolation {
+        Isolation::RepeatableRead
+    }
+}
 use std::sync::Arc;
 
 impl Session {
     pub(super) fn trx(&mut self) -> &Trx {
         if self.trx.is_none() {
-            self.trx = Some(self.server.engine().begin(Isolation::RepeatableRead));
+            let trx = self.server.engine().begin(self.isolation());
+            *self.control.trx.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(trx.interrupt_handle());
+            self.trx = Some(trx);
             if !self.vars.autocommit {
                 self.explicit = true;
             }
@@ -26,6 +37,7 @@ impl Session {
     }
 
     pub(super) fn end_trx(&mut self, commit: bool) -> Result<(), SqlError> {
+        *self.control.trx.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let r = match self.trx.take() {
             Some(t) if commit => t.commit().map_err(engine_err),
             Some(t) => t.rollback().map_err(engine_err),

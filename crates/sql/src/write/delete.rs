@@ -16,6 +16,7 @@ pub fn delete(cx: &mut ExecContext<'_>, plan: &DeletePlan) -> Result<Output, Sql
     // and, deleted in this transaction, invisible to its later batches.
     let mut rows = rows_to_change(cx, &p.table, access, p.filter.as_ref(), limit, needed)?;
     let mut n = 0u64;
+    // The scan checks the statement's kill state and deadline for each row.
     while let Some(row) = rows.next(cx)? {
         let trx = cx.trx;
         if trx.delete(s.engine_table, &row.key).map_err(engine_err)? {

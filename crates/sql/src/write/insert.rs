@@ -21,6 +21,7 @@ pub fn insert(cx: &ExecContext<'_>, p: &InsertPlan) -> Result<(Output, Option<u6
     let auto = s.auto_increment_column();
     let mut first_generated = None;
     for (n, exprs) in p.rows.iter().enumerate() {
+        cx.guard.check()?;
         let mut row = Vec::with_capacity(s.columns.len());
         for (c, col) in s.columns.iter().enumerate() {
             let given = match p.targets[c] {

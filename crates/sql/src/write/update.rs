@@ -7,7 +7,7 @@ use super::unique::{check_unique, dup_entry};
 use crate::codec::ExternalRefs;
 use crate::error::{engine_err, SqlError};
 use crate::exec::stored::needed_columns;
-use crate::exec::{limit_of, rows_to_change, Ctx, ExecContext, Output, Row};
+use crate::exec::{limit_of, row_bytes, rows_to_change, Ctx, ExecContext, Output, Row};
 use crate::plan::UpdatePlan;
 use millrace_errcode::ER_BAD_NULL_ERROR;
 use millrace_trx::TrxError;
@@ -34,6 +34,8 @@ pub fn update(cx: &mut ExecContext<'_>, plan: &UpdatePlan) -> Result<Output, Sql
     let mut rows = Vec::new();
     let mut source = rows_to_change(cx, &p.table, access, p.filter.as_ref(), limit, needed)?;
     while let Some(row) = source.next(cx)? {
+        cx.guard
+            .charge(row_bytes(&row.values) + row.key.len() + 16 * row.external.len())?;
         rows.push(row);
     }
     drop(source);
@@ -41,6 +43,7 @@ pub fn update(cx: &mut ExecContext<'_>, plan: &UpdatePlan) -> Result<Output, Sql
     let mut changed = 0u64;
     let mut matched = 0usize;
     for row in rows {
+        cx.guard.check()?;
         let Row {
             values: old,
             key: pk,
@@ -53,6 +56,7 @@ pub fn update(cx: &mut ExecContext<'_>, plan: &UpdatePlan) -> Result<Output, Sql
                 row: &new,
                 params,
                 aggregates: &[],
+                guard: Some(cx.guard),
             })?;
             let col = &s.columns[*c];
             let v = coerce_col(col, v, matched)?;
