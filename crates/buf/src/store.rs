@@ -199,15 +199,52 @@ impl PageStore {
     }
 
     /// Starts a mini-transaction. Waits first, holding no latch, until the
-    /// redo log has room for one (the cleaner may need latches to make it).
+    /// redo log has room for it and for every other mtr already started
+    /// (the cleaner may need their latches to make room, so none of them
+    /// may have to wait for log space once it holds latches).
+    ///
+    /// A stopped engine (see `failure`) starts none: reads too get the
+    /// error, as the pages may hold a half-done change.
     pub fn mtr(&self) -> Result<Mtr<'_>, Error> {
         let log = &self.log;
+        if log.is_failed() {
+            return Err(Error::Log(millrace_redo::LogError::Failed(
+                log.failure().unwrap_or_default(),
+            )));
+        }
         let age = log.current_lsn() - log.checkpoint_lsn();
         if age > log.capacity_bytes() / 4 {
             self.wake_cleaner();
         }
-        log.free_check(self.mtr_margin_bytes).map_err(Error::Log)?;
+        // Counted before the check, so that mtrs starting together each
+        // see the others and reserve room for them.
+        let active = &self.pool.active_mtrs;
+        active.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Err(e) = log.free_check(self.free_check_margin()) {
+            active.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(Error::Log(e));
+        }
         Ok(Mtr::new(&self.pool))
+    }
+
+    /// The log space `mtr()` keeps free: the base margin plus the most
+    /// redo one mtr writes for each mtr running (this one included), capped at half
+    /// the log (beyond that the base margin's slack absorbs the rest).
+    fn free_check_margin(&self) -> u64 {
+        let active = self
+            .pool
+            .active_mtrs
+            .load(std::sync::atomic::Ordering::SeqCst) as u64;
+        let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
+        (self.mtr_margin_bytes + active.saturating_mul(per_mtr))
+            .min(self.log.capacity_bytes() / 2)
+    }
+
+    /// Why the engine stopped, if it did: a page write or fsync failed, the
+    /// log failed, or a mini-transaction was abandoned half-way. Every later
+    /// operation fails; the next open recovers.
+    pub fn failure(&self) -> Option<String> {
+        self.log.failure()
     }
 
     pub fn pool(&self) -> &Arc<BufferPool> {
@@ -337,7 +374,11 @@ fn cleaner_thread(store: std::sync::Weak<PageStore>) {
         let did = match s.clean_once() {
             Ok(d) => d,
             Err(e) => {
-                tracing::error!(error = %e, "page cleaner failed; it stops");
+                // Checkpoints can no longer advance: without stopping the
+                // engine, writers would wait for log space for ever. Every
+                // waiter wakes to this error instead.
+                tracing::error!(error = %e, "page cleaner failed; the engine stops");
+                s.log.fail(&format!("the page cleaner failed: {e}"));
                 return;
             }
         };
@@ -409,6 +450,13 @@ fn apply_record(pool: &BufferPool, rec: &Record<'_>) -> Result<(), Error> {
         pool.unfix(t.frame);
     }
     result
+}
+
+/// The most redo one mini-transaction is expected to write: a split
+/// rewrites about three pages (the two halves and the parent entry) plus
+/// headers, and an undo page change one more.
+pub fn mtr_redo_bound_bytes(page_size: usize) -> u64 {
+    4 * page_size as u64
 }
 
 /// The data directory's storage holds a store.
