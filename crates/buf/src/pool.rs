@@ -429,6 +429,8 @@ impl BufferPool {
     /// page is not read: it is zero-filled and X-latched for the caller to
     /// format (a newly allocated page).
     pub(crate) fn fetch(&self, id: PageId, mode: LatchMode, create: bool) -> Result<u32, Error> {
+        // Frames found in the failed state (another reader's read failed).
+        let mut failed_seen = 0;
         loop {
             let hit = {
                 let map = order::lock(self.shard(id), Level::Shard);
@@ -444,9 +446,13 @@ impl BufferPool {
                 if fr.state.load(Ordering::Acquire) == STATE_READ_FAILED {
                     self.unlatch(f, mode);
                     self.unfix(f);
-                    if create {
-                        // The old content does not matter for a new page:
-                        // drop the failed frame and start over.
+                    failed_seen += 1;
+                    if create || failed_seen <= 3 {
+                        // A new page's old content does not matter; for an
+                        // existing page the failure may have been passing
+                        // (an EIO): drop the failed frame and read again,
+                        // rather than make the page unreadable until the
+                        // frame happens to be evicted.
                         self.discard_failed(id, f);
                         continue;
                     }
