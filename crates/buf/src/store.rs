@@ -151,6 +151,12 @@ impl PageStore {
             return Ok((store, None));
         }
         if storage.exists(CREATING_FILE) {
+            if read_control(&*storage).is_err() {
+                // The crash came while the control file was being written
+                // (its name is durable before its bytes): still unfinished.
+                let store = Self::create(storage, cfg, cpu, registry, dir_lock, init)?;
+                return Ok((store, None));
+            }
             // The control file is written last: creation finished and only
             // the marker's removal was cut short.
             storage
