@@ -20,6 +20,18 @@ use crate::page::{self, PageId, OFF_TYPE};
 use crate::pool::{BufferPool, LatchMode};
 use std::cell::{Cell, RefCell};
 
+thread_local! {
+    /// Mtrs this thread has started and not ended: one started while the
+    /// thread holds another must not wait for admission (it would wait for
+    /// itself).
+    static MTRS_ON_THREAD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread holds an mtr now.
+pub(crate) fn thread_holds_mtr() -> bool {
+    MTRS_ON_THREAD.with(|n| n.get() > 0)
+}
+
 /// A page held by this mtr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRef(usize);
@@ -46,6 +58,7 @@ impl<'p> Mtr<'p> {
     /// The caller has counted it in `pool.active_mtrs` already (so that its
     /// log space check sees it); `end` uncounts it.
     pub(crate) fn new(pool: &'p BufferPool) -> Self {
+        MTRS_ON_THREAD.with(|n| n.set(n.get() + 1));
         Self {
             pool,
             held: Vec::new(),
@@ -279,6 +292,7 @@ impl<'p> Mtr<'p> {
         self.release_all();
         if !self.ended {
             self.ended = true;
+            MTRS_ON_THREAD.with(|n| n.set(n.get().saturating_sub(1)));
             self.pool
                 .active_mtrs
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);

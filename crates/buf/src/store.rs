@@ -283,24 +283,63 @@ impl PageStore {
                 log.failure().unwrap_or_default(),
             )));
         }
-        let age = log.current_lsn() - log.checkpoint_lsn();
+        // Read apart: a checkpoint may pass the current LSN read first.
+        let age = log.current_lsn().saturating_sub(log.checkpoint_lsn());
         if age > log.capacity_bytes() / 4 {
             self.wake_cleaner();
         }
-        // Counted before the check, so that mtrs starting together each
-        // see the others and reserve room for them.
-        let active = &self.pool.active_mtrs;
-        active.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.admit()?;
         if let Err(e) = log.free_check(self.free_check_margin()) {
-            active.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.pool
+                .active_mtrs
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             return Err(Error::Log(e));
         }
         Ok(Mtr::new(&self.pool))
     }
 
+    /// Counts a new mtr in `active_mtrs`, first waiting (holding no latch)
+    /// while the log could not hold the redo of one more: the margin of
+    /// `free_check` covers every running mtr only while
+    /// `base + running x mtr_redo_bound_bytes` fits in half the log. On a
+    /// log of normal size that is thousands of mtrs and nobody waits; on a
+    /// tiny one mtrs take turns. An mtr started by a thread that holds one
+    /// already is not made to wait (it would wait for itself).
+    fn admit(&self) -> Result<(), Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let active = &self.pool.active_mtrs;
+        let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
+        let room = (self.log.capacity_bytes() / 2).saturating_sub(self.mtr_margin_bytes);
+        let max_active = (room / per_mtr).max(1) as usize;
+        if crate::mtr::thread_holds_mtr() {
+            active.fetch_add(1, SeqCst);
+            return Ok(());
+        }
+        loop {
+            let now = active.load(SeqCst);
+            if now < max_active {
+                if active
+                    .compare_exchange(now, now + 1, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.log.is_failed() {
+                return Err(Error::Log(millrace_redo::LogError::Failed(
+                    self.log.failure().unwrap_or_default(),
+                )));
+            }
+            // Only tiny logs get here; a short sleep keeps the common path
+            // (ending an mtr) free of any wake-up work.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
     /// The log space `mtr()` keeps free: the base margin plus the most
-    /// redo one mtr writes for each mtr running (this one included), capped at half
-    /// the log (beyond that the base margin's slack absorbs the rest).
+    /// redo one mtr writes for each mtr running (this one included); the
+    /// admission in `admit` keeps it within half the log.
     fn free_check_margin(&self) -> u64 {
         let active = self
             .pool
@@ -386,7 +425,8 @@ impl PageStore {
     /// One round of the cleaner's work; returns whether it did anything.
     pub fn clean_once(&self) -> Result<bool, Error> {
         let cap = self.log.capacity_bytes();
-        let age = self.log.current_lsn() - self.log.checkpoint_lsn();
+        // Read apart: a checkpoint may pass the current LSN read first.
+        let age = self.log.current_lsn().saturating_sub(self.log.checkpoint_lsn());
         let batch = self.pool.cfg.flush_batch_pages;
         // Adaptive flushing: nothing below 10% of the log, then more as
         // the checkpoint age approaches the capacity.
@@ -442,7 +482,12 @@ fn cleaner_thread(store: std::sync::Weak<PageStore>) {
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
-        let did = match s.clean_once() {
+        // A panic would end this thread as silently as an error did:
+        // either way the engine must stop, or writers wait for log space
+        // for ever.
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.clean_once()))
+            .unwrap_or_else(|_| Err(Error::Io("the page cleaner panicked".into())));
+        let did = match round {
             Ok(d) => d,
             Err(e) => {
                 // Checkpoints can no longer advance: without stopping the

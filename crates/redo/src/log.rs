@@ -577,7 +577,12 @@ fn register_gauges(r: &Registry, inner: &Arc<Inner>) {
         (
             "log_checkpoint_age_bytes",
             "current LSN minus checkpoint LSN",
-            |i| i.current_lsn.load(Ordering::Relaxed) - i.checkpoint_lsn.load(Ordering::Relaxed),
+            |i| {
+                // Read apart: a checkpoint may pass the current LSN read first.
+                i.current_lsn
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(i.checkpoint_lsn.load(Ordering::Relaxed))
+            },
         ),
         (
             "log_flush_avg_us",
