@@ -1,6 +1,7 @@
 //! The fault campaign through SQL (docs/design.md, "Faults: what the engine
 //! does when storage fails"): an Instance over an engine on SimStorage; a
-//! seeded workload of INSERT, UPDATE, DELETE and rolled-back transactions
+//! seeded workload of transactions (DELETE + INSERT), autocommit DELETEs
+//! and rolled-back UPDATEs
 //! on a table with a secondary index; reads, writes and fsyncs failing with
 //! EIO or ENOSPC at the Nth call, N = 1..K per kind. After each fault the
 //! failed statements got an error, and either the instance goes on with
@@ -22,7 +23,7 @@ use std::sync::Arc;
 fn cfg() -> TrxConfig {
     let mut c = TrxConfig::default();
     c.store.buf.page_size = 4096;
-    c.store.buf.pool_bytes = 48 * 4096;
+    c.store.buf.pool_bytes = 24 * 4096;
     c.store.log.capacity_bytes = 1 << 20;
     c.store.log.buffer_bytes = 256 << 10;
     c.store.log.durability = Durability::Flush;
@@ -35,10 +36,10 @@ fn cpu() -> Arc<CpuBudget> {
     CpuBudget::fixed(CpuSnapshot::unconstrained(2))
 }
 
-fn session(s: &SimStorage) -> Result<Session, String> {
+fn session(s: &SimStorage) -> Result<(Session, Arc<Engine>), String> {
     let storage: Arc<dyn Storage> = Arc::new(s.clone());
     let engine = Engine::open(storage, cfg(), cpu(), Registry::new()).map_err(|e| e.to_string())?;
-    let server = Instance::open(engine).map_err(|e| e.to_string())?;
+    let server = Instance::open(engine.clone()).map_err(|e| e.to_string())?;
     let conn = ConnInfo {
         connection_id: 1,
         user: "root".into(),
@@ -46,7 +47,7 @@ fn session(s: &SimStorage) -> Result<Session, String> {
     };
     let mut session = Session::new(server, conn);
     session.query("USE test").map_err(|e| e.message)?;
-    Ok(session)
+    Ok((session, engine))
 }
 
 fn rounds() -> u64 {
@@ -112,10 +113,12 @@ fn statement(rng: &mut SplitMix64, i: u64) -> (Vec<String>, Box<dyn Fn(&mut Mode
     let pad = "p".repeat(if rng.chance(1, 2) { 300 } else { 10 });
     match rng.below(4) {
         0 | 1 => (
-            vec![format!(
-                "INSERT INTO t VALUES ({id}, {k}, {c}, '{pad}') \
-                 ON DUPLICATE KEY UPDATE k = {k}, c = {c}, pad = '{pad}'"
-            )],
+            vec![
+                "BEGIN".into(),
+                format!("DELETE FROM t WHERE id = {id}"),
+                format!("INSERT INTO t VALUES ({id}, {k}, {c}, '{pad}')"),
+                "COMMIT".into(),
+            ],
             Box::new(move |m: &mut Model| {
                 m.insert(id, (k, c));
             }),
@@ -137,22 +140,31 @@ fn statement(rng: &mut SplitMix64, i: u64) -> (Vec<String>, Box<dyn Fn(&mut Mode
     }
 }
 
-fn run(s: &mut Session, from: u64, to: u64, candidates: &mut Vec<Model>) {
+/// Runs statements `from..to` (fewer once the engine has stopped).
+fn run(s: &mut Session, e: &Engine, from: u64, to: u64, candidates: &mut Vec<Model>) {
     for i in from..to {
+        if e.store().log().failure().is_some() {
+            break;
+        }
         let mut rng = SplitMix64::new(i * 131 + 5);
         let (sqls, effect) = statement(&mut rng, i);
         let mut ok = true;
+        let mut at_commit = false;
         for sql in &sqls {
-            if s.query(sql).is_err() {
+            if let Err(err) = s.query(sql) {
+                at_commit = sqls.len() == 1 || sql == "COMMIT";
+                if std::env::var("FAULTS_DEBUG").is_ok() {
+                    eprintln!("statement {i} failed: {} {}", err.code, err.message);
+                }
                 ok = false;
                 break;
             }
         }
         if ok {
             candidates.iter_mut().for_each(|m| effect(m));
-        } else if sqls.len() == 1 {
-            // An autocommit statement that failed may have failed at its
-            // commit, after its record reached the log.
+        } else if at_commit {
+            // A commit that failed (or an autocommit statement) may have
+            // failed after its record reached the log.
             let mut forked = candidates.clone();
             forked.iter_mut().for_each(|m| effect(m));
             candidates.extend(forked);
@@ -170,13 +182,13 @@ fn campaign(op: FaultOp, kind: FaultKind) {
     for nth in 1..=rounds() {
         let what = format!("{op:?} {kind:?} at call {nth}");
         let st = SimStorage::new();
-        let mut s = session(&st).unwrap();
+        let (mut s, engine) = session(&st).unwrap();
         s.query("CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL, c INT NOT NULL, pad VARCHAR(400) NOT NULL, KEY kk (k))")
             .unwrap();
         let mut candidates = vec![Model::new()];
-        run(&mut s, 0, 40, &mut candidates);
+        run(&mut s, &engine, 0, 40, &mut candidates);
         st.inject_fault(op, kind, nth, None);
-        run(&mut s, 40, 140, &mut candidates);
+        run(&mut s, &engine, 40, 140, &mut candidates);
         st.clear_faults();
         if st.faults_fired() == 0 {
             continue;
@@ -193,11 +205,13 @@ fn campaign(op: FaultOp, kind: FaultKind) {
         }
         let image = st.durable_image();
         drop(s);
+        drop(engine);
         let report = millrace_trx::check::check_data_dir(Arc::new(image.clone()), 1 << 20, cpu());
         if let Err(e) = report {
             panic!("{what}: check of the durable image: {e}");
         }
-        let mut again = session(&image).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+        let (mut again, _engine) =
+            session(&image).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
         verify(&mut again, &candidates, &format!("{what}, recovered"));
     }
     eprintln!("{op:?} {kind:?}: {stopped} stopped the engine, {survived} failed statements only");
