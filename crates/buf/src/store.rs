@@ -346,8 +346,7 @@ impl PageStore {
             .active_mtrs
             .load(std::sync::atomic::Ordering::SeqCst) as u64;
         let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
-        (self.mtr_margin_bytes + active.saturating_mul(per_mtr))
-            .min(self.log.capacity_bytes() / 2)
+        (self.mtr_margin_bytes + active.saturating_mul(per_mtr)).min(self.log.capacity_bytes() / 2)
     }
 
     /// Why the engine stopped, if it did: a page write or fsync failed, the
@@ -426,7 +425,10 @@ impl PageStore {
     pub fn clean_once(&self) -> Result<bool, Error> {
         let cap = self.log.capacity_bytes();
         // Read apart: a checkpoint may pass the current LSN read first.
-        let age = self.log.current_lsn().saturating_sub(self.log.checkpoint_lsn());
+        let age = self
+            .log
+            .current_lsn()
+            .saturating_sub(self.log.checkpoint_lsn());
         let batch = self.pool.cfg.flush_batch_pages;
         // Adaptive flushing: nothing below 10% of the log, then more as
         // the checkpoint age approaches the capacity.

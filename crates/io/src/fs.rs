@@ -71,7 +71,11 @@ impl FsStorage {
 
     fn options(&self, create: bool) -> OpenOptions {
         let mut options = OpenOptions::new();
-        options.read(true).write(true).create(create).mode(FILE_MODE);
+        options
+            .read(true)
+            .write(true)
+            .create(create)
+            .mode(FILE_MODE);
         #[cfg(target_os = "linux")]
         if self.direct_io {
             use std::os::unix::fs::OpenOptionsExt;

@@ -464,7 +464,9 @@ fn injected_faults_hit_the_chosen_calls() {
     // EIO on the 2nd read from now, then every 3rd.
     s.inject_fault(FaultOp::Read, FaultKind::Eio, 2, Some(3));
     let mut buf = [0u8; 10];
-    let fails: Vec<bool> = (0..8).map(|_| f.read_exact_at(&mut buf, 0).is_err()).collect();
+    let fails: Vec<bool> = (0..8)
+        .map(|_| f.read_exact_at(&mut buf, 0).is_err())
+        .collect();
     assert_eq!(fails, [false, true, false, false, true, false, false, true]);
     assert_eq!(s.faults_fired(), 3);
     s.clear_faults();

@@ -10,8 +10,8 @@ use crate::buffer::LogBuffer;
 use crate::config::{Durability, LogConfig};
 use crate::error::LogError;
 use crate::format::{
-    align_down, align_up, unsynced_window_bytes, Checkpoint, FileHeader, RecordHeader,
-    RecordKind, BLOCK, DATA_OFFSET, START_LSN,
+    align_down, align_up, unsynced_window_bytes, Checkpoint, FileHeader, RecordHeader, RecordKind,
+    BLOCK, DATA_OFFSET, START_LSN,
 };
 use crate::link_buf::LinkBuf;
 use crate::recovery::{self, Record, RecoveryReport};

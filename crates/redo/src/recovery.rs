@@ -187,9 +187,14 @@ pub(crate) fn scan(
     };
     if let Some(bad_end) = bad_end {
         let window = unsynced_window_bytes(capacity);
-        if let Some((at, end)) =
-            later_valid_record(&mut reader, lsn, bad_end + window, limit, epoch, max_payload)?
-        {
+        if let Some((at, end)) = later_valid_record(
+            &mut reader,
+            lsn,
+            bad_end + window,
+            limit,
+            epoch,
+            max_payload,
+        )? {
             return Err(LogError::Corrupt(format!(
                 "damage in the middle of the durable redo log: {stop}, but a valid record \
                  at LSN {at}..{end} follows it by more than the {window}-byte unsynced window, \
@@ -223,7 +228,9 @@ fn later_valid_record(
     let mut from = bad + 1;
     while from + hdr <= limit {
         let to = (from + STEP).min(limit - hdr + 1);
-        let span = reader.get(from, (to - from) as usize + hdr as usize)?.to_vec();
+        let span = reader
+            .get(from, (to - from) as usize + hdr as usize)?
+            .to_vec();
         for s in from..to {
             let at = (s - from) as usize;
             let lsn_field = u64::from_le_bytes(span[at + 8..at + 16].try_into().expect("8 bytes"));

@@ -42,7 +42,10 @@ fn damage_in_the_middle_of_the_durable_log_refuses_to_open() {
     let s = SimStorage::new();
     let recs = committed(&s, 200);
     let window = unsynced_window_bytes(CAPACITY);
-    assert!(recs[199].1 - recs[10].1 > window, "records must span more than the window");
+    assert!(
+        recs[199].1 - recs[10].1 > window,
+        "records must span more than the window"
+    );
     // A payload byte of record 10: its checksum fails, the 189 acknowledged
     // records after it are intact.
     flip_byte(&s, recs[10].0 + 100);
@@ -92,7 +95,10 @@ fn damage_within_the_unsynced_window_of_the_end_is_a_torn_tail() {
     let s = SimStorage::new();
     let recs = committed(&s, 200);
     let window = unsynced_window_bytes(CAPACITY);
-    let i = recs.iter().position(|r| r.1 + window > recs[199].1).unwrap();
+    let i = recs
+        .iter()
+        .position(|r| r.1 + window > recs[199].1)
+        .unwrap();
     flip_byte(&s, recs[i].0 + 100);
     let cfg = config(CAPACITY, WriterThreads::Off, Durability::Flush);
     let (_log, report, got) = open(&s.durable_image(), cfg).expect("opens");

@@ -368,7 +368,10 @@ fn random_corruption_of_the_data_region_never_panics() {
             }
         }
     }
-    assert!(refused > 0, "damage in the middle of the log was never refused");
+    assert!(
+        refused > 0,
+        "damage in the middle of the log was never refused"
+    );
 }
 
 /// With O_DIRECT every buffer address, offset and length must be a multiple

@@ -200,7 +200,12 @@ fn campaign(op: FaultOp, kind: FaultKind) {
             }
             Err(e) => {
                 stopped += 1;
-                assert_eq!(e.code, millrace_errcode::ER_GET_ERRNO, "{what}: {}", e.message);
+                assert_eq!(
+                    e.code,
+                    millrace_errcode::ER_GET_ERRNO,
+                    "{what}: {}",
+                    e.message
+                );
             }
         }
         let image = st.durable_image();

@@ -185,7 +185,11 @@ fn campaign(op: FaultOp, kind: FaultKind) {
             stopped += 1;
             // Stopped: statements, reads included, get an error at once.
             let err = rows(&e, t).unwrap_err();
-            assert_eq!(err.mysql_code(), millrace_errcode::ER_GET_ERRNO, "{what}: {err}");
+            assert_eq!(
+                err.mysql_code(),
+                millrace_errcode::ER_GET_ERRNO,
+                "{what}: {err}"
+            );
         } else {
             survived += 1;
             let _ = errors;
@@ -197,8 +201,8 @@ fn campaign(op: FaultOp, kind: FaultKind) {
         // Either way the durable image recovers every acknowledged commit.
         let image = s.durable_image();
         drop(e);
-        let again = try_open(&image, campaign_cfg())
-            .unwrap_or_else(|err| panic!("{what}: reopen: {err}"));
+        let again =
+            try_open(&image, campaign_cfg()).unwrap_or_else(|err| panic!("{what}: reopen: {err}"));
         verify(&again, t, &candidates, &format!("{what}, recovered"));
         drop(again);
     }
@@ -259,9 +263,15 @@ fn a_first_start_crashed_anywhere_leaves_an_openable_directory() {
         drop(opened);
         points += 1;
         for seed in 0..2 {
-            check(&s.crash_image(n * 2 + seed), &format!("crash at write {n} seed {seed}"));
+            check(
+                &s.crash_image(n * 2 + seed),
+                &format!("crash at write {n} seed {seed}"),
+            );
         }
-        check(&s.durable_image(), &format!("crash at write {n}, durable image"));
+        check(
+            &s.durable_image(),
+            &format!("crash at write {n}, durable image"),
+        );
     }
     for n in 1.. {
         let s = SimStorage::new();
@@ -273,7 +283,10 @@ fn a_first_start_crashed_anywhere_leaves_an_openable_directory() {
         }
         drop(opened);
         points += 1;
-        check(&s.crash_image(n), &format!("fsync {n} failed, then a crash"));
+        check(
+            &s.crash_image(n),
+            &format!("fsync {n} failed, then a crash"),
+        );
     }
     assert!(points > 20, "only {points} crash points");
 }
@@ -295,7 +308,10 @@ fn a_second_open_of_a_live_data_directory_is_refused() {
     let b: Arc<dyn Storage> = Arc::new(FsStorage::new(&dir, false).unwrap());
     let e = try_open_with(a.clone(), cfg()).unwrap();
     let err = try_open_with(b.clone(), cfg()).err().expect("second open");
-    assert!(err.to_string().contains(&dir.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&dir.display().to_string()),
+        "{err}"
+    );
     let cpu = CpuBudget::fixed(CpuSnapshot::unconstrained(2));
     let err = millrace_trx::check::check_data_dir(b.clone(), 1 << 20, cpu.clone())
         .err()
@@ -310,7 +326,11 @@ fn a_second_open_of_a_live_data_directory_is_refused() {
 
 /// Runs `f` on a thread; fails the test (instead of hanging it) if it does
 /// not finish within `limit`.
-fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(f());
@@ -351,11 +371,15 @@ fn a_page_cleaner_write_error_stops_the_engine_instead_of_hanging() {
     assert!(e.store().log().failure().is_some(), "the engine stopped");
     // Every statement gets the error at once, none waits.
     let e3 = e.clone();
-    within(Duration::from_secs(10), "a statement after the failure", move || {
-        let tx = e3.begin(Isolation::RepeatableRead);
-        assert!(tx.insert(t, b"late", b"x").is_err());
-        assert!(tx.get(t, &k(0)).is_err());
-    });
+    within(
+        Duration::from_secs(10),
+        "a statement after the failure",
+        move || {
+            let tx = e3.begin(Isolation::RepeatableRead);
+            assert!(tx.insert(t, b"late", b"x").is_err());
+            assert!(tx.get(t, &k(0)).is_err());
+        },
+    );
     s.clear_faults();
     let image = s.durable_image();
     drop(e);
@@ -380,24 +404,28 @@ fn many_writers_on_a_small_log_make_progress() {
     let t = e.create_table(&[]).unwrap();
     let writers: u64 = 64;
     let e2 = e.clone();
-    within(Duration::from_secs(120), "writers on a small log", move || {
-        let threads: Vec<_> = (0..writers)
-            .map(|w| {
-                let e = e2.clone();
-                std::thread::spawn(move || {
-                    for i in 0..60u64 {
-                        // Big rows on shared leaves: every mtr writes a lot
-                        // of redo and many split.
-                        let tx = e.begin(Isolation::RepeatableRead);
-                        tx.put(t, &k(i * writers + w), &[w as u8; 450]).unwrap();
-                        tx.commit().unwrap();
-                    }
+    within(
+        Duration::from_secs(120),
+        "writers on a small log",
+        move || {
+            let threads: Vec<_> = (0..writers)
+                .map(|w| {
+                    let e = e2.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..60u64 {
+                            // Big rows on shared leaves: every mtr writes a lot
+                            // of redo and many split.
+                            let tx = e.begin(Isolation::RepeatableRead);
+                            tx.put(t, &k(i * writers + w), &[w as u8; 450]).unwrap();
+                            tx.commit().unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        for th in threads {
-            th.join().unwrap();
-        }
-    });
+                .collect();
+            for th in threads {
+                th.join().unwrap();
+            }
+        },
+    );
     assert_eq!(rows(&e, t).unwrap().len() as u64, writers * 60);
 }
