@@ -60,6 +60,9 @@ fn rounds() -> u64 {
 /// id -> (k, c).
 type Model = BTreeMap<i64, (i64, i64)>;
 
+/// What a statement does to the model when it commits.
+type Effect = Box<dyn Fn(&mut Model)>;
+
 fn int(v: &Value) -> i64 {
     match v {
         Value::Int(i) => *i,
@@ -106,7 +109,7 @@ fn verify(s: &mut Session, candidates: &[Model], what: &str) {
 
 /// One seeded statement (or a transaction rolled back); returns its effect
 /// on the model when it commits.
-fn statement(rng: &mut SplitMix64, i: u64) -> (Vec<String>, Box<dyn Fn(&mut Model)>) {
+fn statement(rng: &mut SplitMix64, i: u64) -> (Vec<String>, Effect) {
     let id = rng.below(200) as i64;
     let k = rng.below(20) as i64;
     let c = i as i64;
@@ -161,12 +164,12 @@ fn run(s: &mut Session, e: &Engine, from: u64, to: u64, candidates: &mut Vec<Mod
             }
         }
         if ok {
-            candidates.iter_mut().for_each(|m| effect(m));
+            candidates.iter_mut().for_each(&effect);
         } else if at_commit {
             // A commit that failed (or an autocommit statement) may have
             // failed after its record reached the log.
             let mut forked = candidates.clone();
-            forked.iter_mut().for_each(|m| effect(m));
+            forked.iter_mut().for_each(&effect);
             candidates.extend(forked);
             candidates.sort();
             candidates.dedup();

@@ -60,6 +60,9 @@ fn campaign_cfg() -> TrxConfig {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// (key, Some(value) to put or None to delete).
+type Ops = Vec<(u64, Option<Vec<u8>>)>;
+
 /// The table's rows, read through a fresh transaction.
 fn rows(e: &Arc<Engine>, t: u32) -> Result<Model, TrxError> {
     let r = e.begin(Isolation::RepeatableRead);
@@ -92,7 +95,7 @@ fn verify(e: &Arc<Engine>, t: u32, candidates: &[Model], what: &str) {
 
 /// One seeded transaction: puts (some with large values, for splits) and
 /// deletes on keys 0..300; one in eight rolls back.
-fn transaction(rng: &mut SplitMix64, i: u64) -> (Vec<(u64, Option<Vec<u8>>)>, bool) {
+fn transaction(rng: &mut SplitMix64, i: u64) -> (Ops, bool) {
     let ops = (0..1 + rng.below(6))
         .map(|_| {
             let key = rng.below(300);
@@ -109,7 +112,7 @@ fn transaction(rng: &mut SplitMix64, i: u64) -> (Vec<(u64, Option<Vec<u8>>)>, bo
     (ops, rng.chance(1, 8))
 }
 
-fn apply(m: &mut Model, ops: &[(u64, Option<Vec<u8>>)]) {
+fn apply(m: &mut Model, ops: &Ops) {
     for (key, v) in ops {
         match v {
             Some(v) => m.insert(k(*key), v.clone()),
