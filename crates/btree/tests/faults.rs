@@ -155,6 +155,7 @@ fn campaign(op: FaultOp, kind: FaultKind) -> (u64, u64) {
             verify(&again, def, &acked, &format!("{what}, reopened"));
         }
     }
+    eprintln!("{op:?} {kind:?}: {stopped} stopped the engine, {survived} failed statements only");
     (stopped, survived)
 }
 
