@@ -304,8 +304,12 @@ impl PageStore {
     /// `base + running x mtr_redo_bound_bytes` fits in half the log. On a
     /// log of normal size that is thousands of mtrs and nobody waits; on a
     /// tiny one mtrs take turns. An mtr started by a thread that holds one
-    /// already is not made to wait (it would wait for itself).
+    /// already is not made to wait (it would wait for itself), and no mtr
+    /// waits longer than `ADMIT_WAIT`: a thread holding an mtr could be
+    /// waiting for a mutex this thread holds, and a bounded wait can turn
+    /// that into a delay, never into a deadlock of its own.
     fn admit(&self) -> Result<(), Error> {
+        const ADMIT_WAIT: Duration = Duration::from_secs(1);
         use std::sync::atomic::Ordering::SeqCst;
         let active = &self.pool.active_mtrs;
         let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
@@ -315,9 +319,10 @@ impl PageStore {
             active.fetch_add(1, SeqCst);
             return Ok(());
         }
+        let deadline = std::time::Instant::now() + ADMIT_WAIT;
         loop {
             let now = active.load(SeqCst);
-            if now < max_active {
+            if now < max_active || std::time::Instant::now() >= deadline {
                 if active
                     .compare_exchange(now, now + 1, SeqCst, SeqCst)
                     .is_ok()
