@@ -467,9 +467,21 @@ impl Index {
         } else {
             node::split_point(page)
         };
+        let right_no = h.right;
+        // Latch the right sibling before the first change: an error after
+        // it (a read error, no free frame) would leave a half-done split,
+        // which stops the engine (docs/design.md, "Faults: what the engine
+        // does when storage fails").
+        let right = if right_no != node::NONE {
+            let rr =
+                mtr.get_checked(self.page_id(right_no), LatchMode::Exclusive, node::validate)?;
+            self.check_page(mtr, rr)?;
+            Some(rr)
+        } else {
+            None
+        };
         let new = space::allocate_page(mtr, self.def.space, page_type::INDEX)?;
         let new_no = mtr.id(new).page;
-        let right_no = h.right;
         {
             let mut src = MtrPage::new(mtr, r);
             let mut dst = MtrPage::new(mtr, new);
@@ -479,10 +491,7 @@ impl Index {
             node::set_right(&mut dst, right_no);
             node::set_right(&mut src, new_no);
         }
-        if right_no != node::NONE {
-            let rr =
-                mtr.get_checked(self.page_id(right_no), LatchMode::Exclusive, node::validate)?;
-            self.check_page(mtr, rr)?;
+        if let Some(rr) = right {
             node::set_left(&mut MtrPage::new(mtr, rr), new_no);
         }
         let sep = node::rec(mtr.page(new), 0).key.to_vec();

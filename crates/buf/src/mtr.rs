@@ -4,12 +4,33 @@
 //! end LSN, put them on the flush list, publish the record in
 //! recent_closed, release the latches. Recovery applies a record entirely
 //! or not at all, so an mtr's changes (a page split, say) are atomic.
+//!
+//! An mtr cannot be rolled back: its changes are made in place in the
+//! buffer pool. So one that ends without `commit` after changing a page
+//! (an error returned half-way through a split, a panic) stops the engine:
+//! the log is failed, nothing more is written or flushed, and the next open
+//! recovers from the redo, which never saw the half-done change. Callers do
+//! every step that can fail (fetching pages, allocating frames) before the
+//! first change where they can (docs/design.md, "Faults: what the engine
+//! does when storage fails").
 
 use crate::error::Error;
 use crate::ops;
 use crate::page::{self, PageId, OFF_TYPE};
 use crate::pool::{BufferPool, LatchMode};
 use std::cell::{Cell, RefCell};
+
+thread_local! {
+    /// Mtrs this thread has started and not ended: one started while the
+    /// thread holds another must not wait for admission (it would wait for
+    /// itself).
+    static MTRS_ON_THREAD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread holds an mtr now.
+pub(crate) fn thread_holds_mtr() -> bool {
+    MTRS_ON_THREAD.with(|n| n.get() > 0)
+}
 
 /// A page held by this mtr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +50,20 @@ pub struct Mtr<'p> {
     pool: &'p BufferPool,
     held: Vec<Held>,
     log: RefCell<Vec<u8>>,
-    committed: bool,
+    /// Ended: committed or abandoned; the active count no longer has it.
+    ended: bool,
 }
 
 impl<'p> Mtr<'p> {
+    /// The caller has counted it in `pool.active_mtrs` already (so that its
+    /// log space check sees it); `end` uncounts it.
     pub(crate) fn new(pool: &'p BufferPool) -> Self {
+        MTRS_ON_THREAD.with(|n| n.set(n.get() + 1));
         Self {
             pool,
             held: Vec::new(),
             log: RefCell::new(Vec::new()),
-            committed: false,
+            ended: false,
         }
     }
 
@@ -213,11 +238,65 @@ impl<'p> Mtr<'p> {
 
     /// Commits. Returns the end LSN of the record, or None when nothing was
     /// changed (no record). The caller waits for durability separately.
+    ///
+    /// If the record cannot be appended (the log failed, or it is too
+    /// large), the changed pages hold changes no redo describes: the engine
+    /// is stopped (see the module comment) and the error returned.
     pub fn commit(mut self) -> Result<Option<u64>, Error> {
-        self.committed = true;
         let result = self.commit_inner();
-        self.release_all();
+        if let Err(e) = &result {
+            self.fail_engine(&format!("committing a mini-transaction failed: {e}"));
+        }
+        self.end();
         result
+    }
+
+    /// Ends the mtr without committing. Harmless for one that changed
+    /// nothing (a read, or a change given up before its first write); for
+    /// one that changed a page it stops the engine, as dropping it does.
+    pub fn abort(mut self) {
+        self.abandon();
+    }
+
+    fn abandon(&mut self) {
+        if !self.log.borrow().is_empty() {
+            let held: Vec<String> = self
+                .held
+                .iter()
+                .filter(|h| h.modified.get() && !h.released)
+                .map(|h| h.id.to_string())
+                .collect();
+            self.fail_engine(&format!(
+                "a mini-transaction ended without commit after changing pages [{}]; \
+                 the engine stops so that the half-done change is never written, and the \
+                 next open recovers from the redo log",
+                held.join(", ")
+            ));
+        }
+        self.end();
+    }
+
+    /// Stops the engine: the log refuses every later append and commit wait,
+    /// and the pool refuses to flush (the changed pages must never reach
+    /// the disk).
+    fn fail_engine(&self, cause: &str) {
+        if let Some(log) = self.pool.log() {
+            if !log.is_failed() {
+                tracing::error!(cause, "stopping the engine");
+            }
+            log.fail(cause);
+        }
+    }
+
+    fn end(&mut self) {
+        self.release_all();
+        if !self.ended {
+            self.ended = true;
+            MTRS_ON_THREAD.with(|n| n.set(n.get().saturating_sub(1)));
+            self.pool
+                .active_mtrs
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     fn commit_inner(&mut self) -> Result<Option<u64>, Error> {
@@ -256,15 +335,10 @@ impl<'p> Mtr<'p> {
 
 impl Drop for Mtr<'_> {
     fn drop(&mut self) {
-        if !self.committed {
-            // Changes made in memory must reach the log, or the pages would
-            // hold changes recovery cannot reproduce: commit them.
-            if !self.log.borrow().is_empty() {
-                if let Err(e) = self.commit_inner() {
-                    tracing::error!(error = %e, "mini-transaction dropped uncommitted and could not commit");
-                }
-            }
-            self.release_all();
+        if !self.ended {
+            // An error (or a panic) left it half-way: its changes are in the
+            // pages but may not be whole, so they must not be committed.
+            self.abandon();
         }
     }
 }

@@ -22,7 +22,7 @@ use millrace_metrics::{Counter, Registry};
 use millrace_redo::Log;
 use std::cell::UnsafeCell;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -227,6 +227,9 @@ pub struct BufferPool {
     log: OnceLock<Arc<Log>>,
     /// Wakes the page cleaner (frames short, log filling).
     pub(crate) cleaner_wake: (Mutex<bool>, Condvar),
+    /// Mini-transactions started and not yet ended (the log space margin
+    /// grows with them).
+    pub(crate) active_mtrs: AtomicUsize,
     started: Instant,
     pub(crate) m: PoolMetrics,
 }
@@ -313,6 +316,7 @@ impl BufferPool {
             dblwr: Mutex::new((dblwr, AlignedBuf::zeroed(batch * page_size, align))),
             log: OnceLock::new(),
             cleaner_wake: (Mutex::new(false), Condvar::new()),
+            active_mtrs: AtomicUsize::new(0),
             started: Instant::now(),
             frames,
             m,
@@ -425,6 +429,8 @@ impl BufferPool {
     /// page is not read: it is zero-filled and X-latched for the caller to
     /// format (a newly allocated page).
     pub(crate) fn fetch(&self, id: PageId, mode: LatchMode, create: bool) -> Result<u32, Error> {
+        // Frames found in the failed state (another reader's read failed).
+        let mut failed_seen = 0;
         loop {
             let hit = {
                 let map = order::lock(self.shard(id), Level::Shard);
@@ -440,9 +446,13 @@ impl BufferPool {
                 if fr.state.load(Ordering::Acquire) == STATE_READ_FAILED {
                     self.unlatch(f, mode);
                     self.unfix(f);
-                    if create {
-                        // The old content does not matter for a new page:
-                        // drop the failed frame and start over.
+                    failed_seen += 1;
+                    if create || failed_seen <= 3 {
+                        // A new page's old content does not matter; for an
+                        // existing page the failure may have been passing
+                        // (an EIO): drop the failed frame and read again,
+                        // rather than make the page unreadable until the
+                        // frame happens to be evicted.
                         self.discard_failed(id, f);
                         continue;
                     }
@@ -741,7 +751,19 @@ impl BufferPool {
     /// Writes the given frames through the doublewrite area. Frames that are
     /// no longer dirty, reassigned, or latched by someone else are skipped.
     /// Returns how many were written.
+    ///
+    /// A stopped engine flushes nothing (a page may hold a change no redo
+    /// describes), and a failed write or fsync stops the engine: after a
+    /// failed fsync the kernel may have dropped the dirty data, so neither a
+    /// retry nor a checkpoint past these pages could be trusted.
     pub(crate) fn flush_frames(&self, frames: &[u32], reason: FlushReason) -> Result<usize, Error> {
+        if let Some(log) = self.log() {
+            if log.is_failed() {
+                return Err(Error::Log(millrace_redo::LogError::Failed(
+                    log.failure().unwrap_or_default(),
+                )));
+            }
+        }
         let mut dw = order::lock(&self.dblwr, Level::Dblwr);
         let (dblwr, images) = &mut *dw;
         let ps = self.page_size;
@@ -817,6 +839,11 @@ impl BufferPool {
         for &(f, _) in &batch {
             self.frames[f as usize].latch.unlock_s();
             self.unfix(f);
+        }
+        if let (Err(e), Some(log)) = (&result, self.log()) {
+            if !matches!(e, Error::Log(_)) {
+                log.fail(&format!("flushing pages failed: {e}"));
+            }
         }
         result?;
         let n = batch.len();

@@ -62,10 +62,14 @@ fn header(mtr: &mut Mtr<'_>, space: u32) -> Result<PageRef, Error> {
 }
 
 /// Allocates a page (reusing a freed one first) and creates it with `ty`.
+///
+/// Every step that can fail (latching the header and the free page,
+/// getting a frame for the new page) comes before the first change, so an
+/// error leaves this mtr unchanged.
 pub fn allocate_page(mtr: &mut Mtr<'_>, space: u32, ty: u16) -> Result<PageRef, Error> {
     let h = header(mtr, space)?;
     let free_head = page::u32_at(mtr.page(h), OFF_FREE_HEAD);
-    let page_no = if free_head != 0 {
+    if free_head != 0 {
         let f = mtr.get(PageId::new(space, free_head), LatchMode::Exclusive)?;
         let fp = mtr.page(f);
         if page::page_type_of(fp) != page_type::FREE {
@@ -75,9 +79,10 @@ pub fn allocate_page(mtr: &mut Mtr<'_>, space: u32, ty: u16) -> Result<PageRef, 
         }
         let next = page::u32_at(fp, OFF_NEXT);
         let n_free = page::u32_at(mtr.page(h), OFF_N_FREE);
+        let p = mtr.create_page(PageId::new(space, free_head), ty)?;
         mtr.write(h, OFF_FREE_HEAD, &next.to_le_bytes());
         mtr.write(h, OFF_N_FREE, &n_free.saturating_sub(1).to_le_bytes());
-        free_head
+        Ok(p)
     } else {
         let size = page::u32_at(mtr.page(h), OFF_SIZE);
         if size == u32::MAX {
@@ -85,10 +90,10 @@ pub fn allocate_page(mtr: &mut Mtr<'_>, space: u32, ty: u16) -> Result<PageRef, 
                 "space {space} has no page numbers left"
             )));
         }
+        let p = mtr.create_page(PageId::new(space, size), ty)?;
         mtr.write(h, OFF_SIZE, &(size + 1).to_le_bytes());
-        size
-    };
-    mtr.create_page(PageId::new(space, page_no), ty)
+        Ok(p)
+    }
 }
 
 /// Returns a page to its space's free list.

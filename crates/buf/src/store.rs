@@ -1,10 +1,19 @@
 //! The page store: one data directory's tablespaces, buffer pool and redo
 //! log, opened with crash recovery, kept within its log by the page cleaner.
 //!
-//! Open: read the control file (page size), restore torn pages from the
+//! Open: take the data directory's exclusive lock (held for the store's
+//! life), read the control file (page size), restore torn pages from the
 //! doublewrite area, open the redo log applying every record after the
 //! checkpoint to the pages it names (when the page is older than the
 //! record), attach the log, start the cleaner.
+//!
+//! Creation is atomic: a `millrace.creating` marker is made durable first,
+//! then the log, the system space and whatever the layer above initialises
+//! (`open_with_init`), a checkpoint, and the control file last; then the
+//! marker goes. An open that finds the marker without a control file
+//! finds an interrupted first start, which holds no committed data: it
+//! removes what was made and creates again. A directory with store files
+//! but neither file is refused, never wiped.
 
 use crate::config::BufConfig;
 use crate::error::Error;
@@ -14,7 +23,7 @@ use crate::ops::{self, Op, OpReader};
 use crate::page::{self, PageId};
 use crate::pool::{BufferPool, FlushReason, LatchMode};
 use crate::space;
-use millrace_io::{Storage, StorageFile};
+use millrace_io::{Storage, StorageFile, StorageLock};
 use millrace_metrics::Registry;
 use millrace_redo::{Log, LogConfig, Record, RecoveryReport};
 use millrace_sys::cpu::CpuBudget;
@@ -24,6 +33,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 const CONTROL_FILE: &str = "millrace.ctl";
+/// Present while a first start is under way (see the module comment).
+const CREATING_FILE: &str = "millrace.creating";
 const CONTROL_MAGIC: &[u8; 8] = b"MLRCCTRL";
 const CONTROL_VERSION: u32 = 1;
 
@@ -91,6 +102,8 @@ pub struct PageStore {
     /// Redo a mini-transaction may write at most; `mtr()` waits until the
     /// log has this much room before any page is latched.
     mtr_margin_bytes: u64,
+    /// The data directory's exclusive lock, released when the store drops.
+    _dir_lock: StorageLock,
 }
 
 impl PageStore {
@@ -98,13 +111,64 @@ impl PageStore {
     /// Returns the recovery report when an existing store was opened.
     pub fn open(
         storage: Arc<dyn Storage>,
-        mut cfg: StoreConfig,
+        cfg: StoreConfig,
         cpu: Arc<CpuBudget>,
         registry: &Registry,
     ) -> Result<(Arc<PageStore>, Option<RecoveryReport>), Error> {
-        let exists = storage.exists(&cfg.log.file_name) && storage.exists(CONTROL_FILE);
-        if !exists {
-            return Ok((Self::create(storage, cfg, cpu, registry)?, None));
+        Self::open_with_init(storage, cfg, cpu, registry, |_| Ok(()))
+    }
+
+    /// Like `open`; when the store is created, `init` runs on it before the
+    /// control file is written, so the layer above's first pages are part of
+    /// the atomic creation (a crash before it finishes leaves a directory
+    /// the next open creates again).
+    pub fn open_with_init<E: From<Error>>(
+        storage: Arc<dyn Storage>,
+        mut cfg: StoreConfig,
+        cpu: Arc<CpuBudget>,
+        registry: &Registry,
+        init: impl FnOnce(&Arc<PageStore>) -> Result<(), E>,
+    ) -> Result<(Arc<PageStore>, Option<RecoveryReport>), E> {
+        let dir_lock = storage
+            .lock_exclusive()
+            .map_err(|e| Error::Io(format!("locking the data directory: {e}")))?;
+        if !storage.exists(CONTROL_FILE) {
+            let leftovers = [cfg.log.file_name.as_str(), crate::files::DOUBLEWRITE_FILE]
+                .into_iter()
+                .map(String::from)
+                .chain([crate::files::space_file_name(0)])
+                .filter(|n| storage.exists(n))
+                .collect::<Vec<_>>();
+            if !leftovers.is_empty() && !storage.exists(CREATING_FILE) {
+                return Err(Error::Corrupt(format!(
+                    "the data directory holds {} but no {CONTROL_FILE}: not a complete \
+                     millrace store (refusing to overwrite it)",
+                    leftovers.join(", ")
+                ))
+                .into());
+            }
+            let store = Self::create(storage, cfg, cpu, registry, dir_lock, init)?;
+            return Ok((store, None));
+        }
+        if storage.exists(CREATING_FILE) {
+            if read_control(&*storage).is_err() {
+                // The crash came while the control file was being written
+                // (its name is durable before its bytes): still unfinished.
+                let store = Self::create(storage, cfg, cpu, registry, dir_lock, init)?;
+                return Ok((store, None));
+            }
+            // The control file is written last: creation finished and only
+            // the marker's removal was cut short.
+            storage
+                .remove(CREATING_FILE)
+                .map_err(|e| Error::Io(format!("removing {CREATING_FILE}: {e}")))?;
+        }
+        if !storage.exists(&cfg.log.file_name) {
+            return Err(Error::Corrupt(format!(
+                "{CONTROL_FILE} exists but the redo log {} is missing",
+                cfg.log.file_name
+            ))
+            .into());
         }
         cfg.buf.page_size = read_control(&*storage)?;
         cfg.buf.validate().map_err(Error::Config)?;
@@ -136,48 +200,54 @@ impl PageStore {
             dirty_pages = pool.dirty_pages(),
             "recovery applied the redo log"
         );
-        let store = Self::assemble(pool, log, &cfg);
+        let store = Self::assemble(pool, log, &cfg, dir_lock);
         Ok((store, Some(report)))
     }
 
-    fn create(
+    fn create<E: From<Error>>(
         storage: Arc<dyn Storage>,
         cfg: StoreConfig,
         cpu: Arc<CpuBudget>,
         registry: &Registry,
-    ) -> Result<Arc<PageStore>, Error> {
+        dir_lock: StorageLock,
+        init: impl FnOnce(&Arc<PageStore>) -> Result<(), E>,
+    ) -> Result<Arc<PageStore>, E> {
         cfg.buf.validate().map_err(Error::Config)?;
-        // A creation that crashed before the log existed left nothing that
-        // matters; start over.
-        for name in [
-            CONTROL_FILE,
-            crate::files::DOUBLEWRITE_FILE,
-            &crate::files::space_file_name(0),
-        ] {
-            if storage.exists(name) {
-                storage
-                    .remove(name)
-                    .map_err(|e| Error::Io(format!("removing a half-created {name}: {e}")))?;
-            }
-        }
+        let io = |what: &str, e: std::io::Error| Error::Io(format!("{what}: {e}"));
+        // The marker first, durably named (creating a file syncs its
+        // directory): from here until the control file exists, everything
+        // in the directory is an unfinished creation.
+        storage
+            .open(CREATING_FILE, true)
+            .map_err(|e| io("creating the creation marker", e))?;
+        remove_unfinished_creation(&*storage, &cfg.log.file_name)?;
         let files = SpaceFiles::new(storage.clone(), cfg.buf.page_size);
         let dblwr = Doublewrite::open(&*storage, cfg.buf.page_size, cfg.buf.doublewrite_pages)?;
         let pool = BufferPool::new(cfg.buf.clone(), files, dblwr, registry);
         let log = Log::create(&*storage, cfg.log.clone(), cpu, registry).map_err(Error::Log)?;
-        let store = Self::assemble(pool, log, &cfg);
+        let store = Self::assemble(pool, log, &cfg, dir_lock);
         {
             let mut mtr = store.mtr()?;
             space::create_space(&mut mtr, space::SYSTEM_SPACE)?;
             let end = mtr.commit()?.expect("creating a space logs");
             store.log.wait_flushed(end).map_err(Error::Log)?;
         }
+        init(&store)?;
         store.checkpoint_now()?;
         // Written last: its presence (with the log) marks the store created.
         write_control(&*storage, cfg.buf.page_size)?;
+        storage
+            .remove(CREATING_FILE)
+            .map_err(|e| io("removing the creation marker", e))?;
         Ok(store)
     }
 
-    fn assemble(pool: Arc<BufferPool>, log: Log, cfg: &StoreConfig) -> Arc<PageStore> {
+    fn assemble(
+        pool: Arc<BufferPool>,
+        log: Log,
+        cfg: &StoreConfig,
+        dir_lock: StorageLock,
+    ) -> Arc<PageStore> {
         let log = Arc::new(log);
         pool.attach_log(log.clone());
         let store = Arc::new(PageStore {
@@ -186,6 +256,7 @@ impl PageStore {
             log,
             cleaner: Mutex::new(None),
             stop: AtomicBool::new(false),
+            _dir_lock: dir_lock,
         });
         if cfg.cleaner {
             let weak = Arc::downgrade(&store);
@@ -199,15 +270,95 @@ impl PageStore {
     }
 
     /// Starts a mini-transaction. Waits first, holding no latch, until the
-    /// redo log has room for one (the cleaner may need latches to make it).
+    /// redo log has room for it and for every other mtr already started
+    /// (the cleaner may need their latches to make room, so none of them
+    /// may have to wait for log space once it holds latches).
+    ///
+    /// A stopped engine (see `failure`) starts none: reads too get the
+    /// error, as the pages may hold a half-done change.
     pub fn mtr(&self) -> Result<Mtr<'_>, Error> {
         let log = &self.log;
-        let age = log.current_lsn() - log.checkpoint_lsn();
+        if log.is_failed() {
+            return Err(Error::Log(millrace_redo::LogError::Failed(
+                log.failure().unwrap_or_default(),
+            )));
+        }
+        // Read apart: a checkpoint may pass the current LSN read first.
+        let age = log.current_lsn().saturating_sub(log.checkpoint_lsn());
         if age > log.capacity_bytes() / 4 {
             self.wake_cleaner();
         }
-        log.free_check(self.mtr_margin_bytes).map_err(Error::Log)?;
+        self.admit()?;
+        if let Err(e) = log.free_check(self.free_check_margin()) {
+            self.pool
+                .active_mtrs
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(Error::Log(e));
+        }
         Ok(Mtr::new(&self.pool))
+    }
+
+    /// Counts a new mtr in `active_mtrs`, first waiting (holding no latch)
+    /// while the log could not hold the redo of one more: the margin of
+    /// `free_check` covers every running mtr only while
+    /// `base + running x mtr_redo_bound_bytes` fits in half the log. On a
+    /// log of normal size that is thousands of mtrs and nobody waits; on a
+    /// tiny one mtrs take turns. An mtr started by a thread that holds one
+    /// already is not made to wait (it would wait for itself), and no mtr
+    /// waits longer than `ADMIT_WAIT`: a thread holding an mtr could be
+    /// waiting for a mutex this thread holds, and a bounded wait can turn
+    /// that into a delay, never into a deadlock of its own.
+    fn admit(&self) -> Result<(), Error> {
+        const ADMIT_WAIT: Duration = Duration::from_secs(1);
+        use std::sync::atomic::Ordering::SeqCst;
+        let active = &self.pool.active_mtrs;
+        let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
+        let room = (self.log.capacity_bytes() / 2).saturating_sub(self.mtr_margin_bytes);
+        let max_active = (room / per_mtr).max(1) as usize;
+        if crate::mtr::thread_holds_mtr() {
+            active.fetch_add(1, SeqCst);
+            return Ok(());
+        }
+        let deadline = std::time::Instant::now() + ADMIT_WAIT;
+        loop {
+            let now = active.load(SeqCst);
+            if now < max_active || std::time::Instant::now() >= deadline {
+                if active
+                    .compare_exchange(now, now + 1, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.log.is_failed() {
+                return Err(Error::Log(millrace_redo::LogError::Failed(
+                    self.log.failure().unwrap_or_default(),
+                )));
+            }
+            // Only tiny logs get here; a short sleep keeps the common path
+            // (ending an mtr) free of any wake-up work.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// The log space `mtr()` keeps free: the base margin plus the most
+    /// redo one mtr writes for each mtr running (this one included); the
+    /// admission in `admit` keeps it within half the log.
+    fn free_check_margin(&self) -> u64 {
+        let active = self
+            .pool
+            .active_mtrs
+            .load(std::sync::atomic::Ordering::SeqCst) as u64;
+        let per_mtr = mtr_redo_bound_bytes(self.pool.page_size());
+        (self.mtr_margin_bytes + active.saturating_mul(per_mtr)).min(self.log.capacity_bytes() / 2)
+    }
+
+    /// Why the engine stopped, if it did: a page write or fsync failed, the
+    /// log failed, or a mini-transaction was abandoned half-way. Every later
+    /// operation fails; the next open recovers.
+    pub fn failure(&self) -> Option<String> {
+        self.log.failure()
     }
 
     pub fn pool(&self) -> &Arc<BufferPool> {
@@ -278,7 +429,11 @@ impl PageStore {
     /// One round of the cleaner's work; returns whether it did anything.
     pub fn clean_once(&self) -> Result<bool, Error> {
         let cap = self.log.capacity_bytes();
-        let age = self.log.current_lsn() - self.log.checkpoint_lsn();
+        // Read apart: a checkpoint may pass the current LSN read first.
+        let age = self
+            .log
+            .current_lsn()
+            .saturating_sub(self.log.checkpoint_lsn());
         let batch = self.pool.cfg.flush_batch_pages;
         // Adaptive flushing: nothing below 10% of the log, then more as
         // the checkpoint age approaches the capacity.
@@ -334,10 +489,19 @@ fn cleaner_thread(store: std::sync::Weak<PageStore>) {
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
-        let did = match s.clean_once() {
+        // A panic would end this thread as silently as an error did:
+        // either way the engine must stop, or writers wait for log space
+        // for ever.
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.clean_once()))
+            .unwrap_or_else(|_| Err(Error::Io("the page cleaner panicked".into())));
+        let did = match round {
             Ok(d) => d,
             Err(e) => {
-                tracing::error!(error = %e, "page cleaner failed; it stops");
+                // Checkpoints can no longer advance: without stopping the
+                // engine, writers would wait for log space for ever. Every
+                // waiter wakes to this error instead.
+                tracing::error!(error = %e, "page cleaner failed; the engine stops");
+                s.log.fail(&format!("the page cleaner failed: {e}"));
                 return;
             }
         };
@@ -409,6 +573,40 @@ fn apply_record(pool: &BufferPool, rec: &Record<'_>) -> Result<(), Error> {
         pool.unfix(t.frame);
     }
     result
+}
+
+/// The most redo one mini-transaction is expected to write: a split
+/// rewrites about three pages (the two halves and the parent entry) plus
+/// headers, and an undo page change one more.
+pub fn mtr_redo_bound_bytes(page_size: usize) -> u64 {
+    4 * page_size as u64
+}
+
+/// Removes what an interrupted first start made: the redo log, the
+/// doublewrite file and the tablespaces. Spaces are created with ids
+/// 0, 1, 2... in order, so they are found by counting up to the first
+/// missing one, and removed from the highest down, so that a crash during
+/// the removal again leaves ids 0..k for the next try.
+fn remove_unfinished_creation(storage: &dyn Storage, log_file: &str) -> Result<(), Error> {
+    let remove = |name: &str| -> Result<(), Error> {
+        if storage.exists(name) {
+            tracing::warn!(file = name, "removing a file of an unfinished first start");
+            storage
+                .remove(name)
+                .map_err(|e| Error::Io(format!("removing a half-created {name}: {e}")))?;
+        }
+        Ok(())
+    };
+    let mut spaces = 0u32;
+    while storage.exists(&crate::files::space_file_name(spaces)) {
+        spaces += 1;
+    }
+    for id in (0..spaces).rev() {
+        remove(&crate::files::space_file_name(id))?;
+    }
+    remove(crate::files::DOUBLEWRITE_FILE)?;
+    remove(log_file)?;
+    remove(CONTROL_FILE)
 }
 
 /// The data directory's storage holds a store.

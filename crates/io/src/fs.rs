@@ -3,12 +3,21 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::aligned::{check_aligned, DIRECT_IO_ALIGN};
-use crate::storage::{canonical_name, Storage, StorageFile};
+use crate::storage::{canonical_name, Storage, StorageFile, StorageLock};
+
+/// The lock file `lock_exclusive` locks, in the root.
+pub const LOCK_FILE: &str = "millrace.lock";
+
+/// Permissions of what the backend creates: the data is the owner's alone,
+/// whatever the umask would allow.
+const DIR_MODE: u32 = 0o700;
+const FILE_MODE: u32 = 0o600;
 
 /// Files under a root directory on the real file system.
 #[derive(Debug)]
@@ -62,7 +71,11 @@ impl FsStorage {
 
     fn options(&self, create: bool) -> OpenOptions {
         let mut options = OpenOptions::new();
-        options.read(true).write(true).create(create);
+        options
+            .read(true)
+            .write(true)
+            .create(create)
+            .mode(FILE_MODE);
         #[cfg(target_os = "linux")]
         if self.direct_io {
             use std::os::unix::fs::OpenOptionsExt;
@@ -132,6 +145,40 @@ impl Storage for FsStorage {
         // Without syncing the directory the file could reappear after a power loss.
         let parent = path.parent().unwrap_or(&self.root);
         sync_dir(parent).map_err(|e| with_context(e, "cannot fsync directory", parent))
+    }
+
+    /// flock(LOCK_EX | LOCK_NB) on `millrace.lock` in the root. flock locks
+    /// belong to the open file, so a second open in the same process
+    /// conflicts too, and the kernel drops the lock when the process dies
+    /// (no stale lock after a crash).
+    fn lock_exclusive(&self) -> io::Result<StorageLock> {
+        let path = self.root.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(&path)
+            .map_err(|e| with_context(e, "cannot open lock file", &path))?;
+        // SAFETY: flock on a descriptor this function owns; no memory involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "data directory {} is in use by another millrace server or check \
+                         (its lock file {} is locked); stop that one first",
+                        self.root.display(),
+                        path.display()
+                    ),
+                ));
+            }
+            return Err(with_context(e, "cannot lock", &path));
+        }
+        Ok(StorageLock::new(Box::new(file)))
     }
 }
 
@@ -251,7 +298,7 @@ fn create_dir_durable(dir: &Path) -> io::Result<()> {
     }
     let parent = dir.parent().unwrap_or(Path::new(""));
     create_dir_durable(parent)?;
-    match fs::create_dir(dir) {
+    match fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
         Ok(()) => sync_dir(parent),
         // Another thread or process made it first; syncing its parent is their job.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),

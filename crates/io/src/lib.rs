@@ -8,7 +8,10 @@
 //! - [`SimStorage`], an in-memory backend for deterministic crash tests: it remembers which
 //!   writes are durable, can be told to "crash" after a given number of writes, and produces
 //!   the images a power loss could leave behind (unsynced writes dropped, kept, torn per
-//!   512-byte sector, reordered).
+//!   512-byte sector, reordered), and can fail reads, writes and fsyncs with
+//!   EIO or ENOSPC at chosen calls (the fault campaign);
+//! - the data directory's exclusive lock (`Storage::lock_exclusive`, flock on the real
+//!   backend) and the permissions of what the real backend creates (0700 / 0600).
 //!
 //! - [`bytes::ByteReader`], the bounds-checked reader every decoder of on-disk bytes uses.
 //!
@@ -29,5 +32,5 @@ mod storage;
 
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN};
 pub use fs::FsStorage;
-pub use sim::SimStorage;
-pub use storage::{Storage, StorageFile};
+pub use sim::{FaultKind, FaultOp, SimStorage};
+pub use storage::{Storage, StorageFile, StorageLock};

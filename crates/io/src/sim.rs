@@ -9,7 +9,62 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use millrace_sys::rng::SplitMix64;
 
 use crate::aligned::check_aligned;
-use crate::storage::{canonical_name, Storage, StorageFile};
+use crate::storage::{canonical_name, Storage, StorageFile, StorageLock};
+
+/// Which calls an injected fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOp {
+    Read,
+    Write,
+    Sync,
+}
+
+/// What an injected fault reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// EIO: the call fails; a failed write wrote nothing, a failed sync
+    /// made nothing durable (its writes stay pending, as after a kernel's
+    /// failed writeback).
+    Eio,
+    /// ENOSPC: only writes that would grow a file are hit (a preallocated
+    /// file, like the redo log, never runs out of space); the write fails
+    /// and writes nothing. Reads and syncs never fail with it.
+    Enospc,
+}
+
+impl FaultKind {
+    fn error(self, what: &str) -> io::Error {
+        let (code, name) = match self {
+            FaultKind::Eio => (libc::EIO, "EIO"),
+            FaultKind::Enospc => (libc::ENOSPC, "ENOSPC"),
+        };
+        let os = io::Error::from_raw_os_error(code);
+        io::Error::new(os.kind(), format!("injected {name} on {what}: {os}"))
+    }
+}
+
+/// A fault plan for one kind of call: the `nth` eligible call from the
+/// plan's start fails, and with `every`, each `every`-th call after it too.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    kind: FaultKind,
+    nth: u64,
+    every: Option<u64>,
+    /// Eligible calls seen since the plan started.
+    seen: u64,
+}
+
+impl Fault {
+    /// Counts one eligible call; whether it fails.
+    fn hit(&mut self) -> bool {
+        self.seen += 1;
+        match self.every {
+            _ if self.seen == self.nth => true,
+            Some(p) if self.seen > self.nth => (self.seen - self.nth) % p == 0,
+            _ => false,
+        }
+    }
+}
 
 /// The unit a disk writes atomically: after a power loss each sector holds either its old or
 /// its new content, never a mix. 512 bytes is the smallest real sector, so it is the most
@@ -43,11 +98,14 @@ struct State {
     /// Writes still allowed before the crash; None when no crash is scheduled.
     writes_left: Option<u64>,
     fail_next_sync: bool,
-    /// Reads still allowed before one fails with an I/O error (EIO), without
-    /// crashing; None when no read failure is scheduled.
-    reads_until_failure: Option<u64>,
     writes: u64,
     syncs: u64,
+    /// Fault plans by op: read, write, sync.
+    faults: [Option<Fault>; 3],
+    /// Faults that fired so far.
+    faults_fired: u64,
+    /// Whether `lock_exclusive` is held (by a guard of this storage).
+    locked: bool,
 }
 
 #[derive(Default)]
@@ -183,9 +241,24 @@ impl State {
             crashed: false,
             writes_left: None,
             fail_next_sync: false,
-            reads_until_failure: None,
             writes: 0,
             syncs: 0,
+            faults: [None; 3],
+            faults_fired: 0,
+            locked: false,
+        }
+    }
+
+    /// Counts a call of `op` (eligible for its plan) and returns the
+    /// injected error if it is to fail.
+    fn fault(&mut self, op: FaultOp, what: &str) -> Option<io::Error> {
+        let slot = &mut self.faults[op as usize];
+        let plan = slot.as_mut()?;
+        if plan.hit() {
+            self.faults_fired += 1;
+            Some(plan.kind.error(what))
+        } else {
+            None
         }
     }
 
@@ -296,11 +369,45 @@ impl SimStorage {
         self.lock().fail_next_sync = true;
     }
 
+    /// Injects faults into calls of `op`: counting from now, the `nth` call
+    /// (1 = the next one) fails with `kind`, and with `every = Some(p)` each
+    /// p-th call after it too. Deterministic: the same workload hits the
+    /// same call. Replaces any earlier plan for `op`. See [`FaultKind`] for
+    /// which calls are eligible and what a failed call leaves behind.
+    ///
+    /// # Panics
+    /// If `nth` or `every` is 0.
+    pub fn inject_fault(&self, op: FaultOp, kind: FaultKind, nth: u64, every: Option<u64>) {
+        assert!(nth > 0 && every != Some(0), "fault call numbers start at 1");
+        self.lock().faults[op as usize] = Some(Fault {
+            kind,
+            nth,
+            every,
+            seen: 0,
+        });
+    }
+
+    /// Removes every fault plan.
+    pub fn clear_faults(&self) {
+        self.lock().faults = [None; 3];
+    }
+
     /// With `Some(n)`, `n` further reads (of any file) succeed and the next one fails
     /// with an I/O error, as a disk returning EIO does, once: nothing crashes, later reads
-    /// and all writes work. `None` cancels a failure not yet reached.
+    /// and all writes work. `None` cancels a read failure not yet reached. (A one-shot
+    /// `inject_fault` on reads.)
     pub fn fail_read_after(&self, n: Option<u64>) {
-        self.lock().reads_until_failure = n;
+        self.lock().faults[FaultOp::Read as usize] = n.map(|n| Fault {
+            kind: FaultKind::Eio,
+            nth: n + 1,
+            every: None,
+            seen: 0,
+        });
+    }
+
+    /// How many injected faults have fired.
+    pub fn faults_fired(&self) -> u64 {
+        self.lock().faults_fired
     }
 
     /// The storage as it could be found after power loss at this moment: per file, the durable content (what the last
@@ -442,6 +549,30 @@ impl Storage for SimStorage {
             )),
         }
     }
+
+    /// An in-process flag: a second taker while a guard lives gets the
+    /// same `WouldBlock` error as on the real backend. Images made by
+    /// `crash_image` and the like start unlocked (a new machine).
+    fn lock_exclusive(&self) -> io::Result<StorageLock> {
+        let mut state = self.lock();
+        if state.locked {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "simulated data directory is in use by another engine (its lock is held)",
+            ));
+        }
+        state.locked = true;
+        Ok(StorageLock::new(Box::new(SimLock(self.clone()))))
+    }
+}
+
+/// Releases a `SimStorage` lock when dropped.
+struct SimLock(SimStorage);
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        self.0.lock().locked = false;
+    }
 }
 
 /// One open file of a [`SimStorage`].
@@ -462,13 +593,9 @@ impl StorageFile for SimFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut state = self.storage.lock();
         check_aligned(buf.as_ptr() as usize, buf.len(), offset, state.alignment)?;
-        match state.reads_until_failure {
-            Some(0) => {
-                state.reads_until_failure = None;
-                return Err(self.context(io::Error::other("simulated read error (EIO)")));
-            }
-            Some(n) => state.reads_until_failure = Some(n - 1),
-            None => {}
+        state.file(self.id)?;
+        if let Some(e) = state.fault(FaultOp::Read, "read") {
+            return Err(self.context(e));
         }
         let file = state.file(self.id)?;
         let len = file.current.len() as u64;
@@ -497,7 +624,13 @@ impl StorageFile for SimFile {
         }
         // Look the file up before spending the crash budget: a write to a removed file is
         // not a write that happened.
-        state.file(self.id)?;
+        let grows = state.file(self.id)?.current.len() < start + buf.len();
+        let plan = state.faults[FaultOp::Write as usize].map(|f| f.kind);
+        if plan == Some(FaultKind::Eio) || (plan == Some(FaultKind::Enospc) && grows) {
+            if let Some(e) = state.fault(FaultOp::Write, "write") {
+                return Err(self.context(e));
+            }
+        }
         match state.writes_left {
             Some(0) => {
                 state.crashed = true;
@@ -526,6 +659,11 @@ impl StorageFile for SimFile {
         if state.fail_next_sync {
             state.fail_next_sync = false;
             return Err(self.context(io::Error::other("simulated fsync failure")));
+        }
+        if state.faults[FaultOp::Sync as usize].map(|f| f.kind) == Some(FaultKind::Eio) {
+            if let Some(e) = state.fault(FaultOp::Sync, "fsync") {
+                return Err(self.context(e));
+            }
         }
         state.syncs += 1;
         state.file_mut(self.id)?.sync();

@@ -19,6 +19,41 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Removes the file at `name`; the removal is durable when this returns.
     fn remove(&self, name: &str) -> io::Result<()>;
+
+    /// Takes the exclusive lock on the whole namespace (the data directory),
+    /// held until the returned guard is dropped. A second taker, in this
+    /// process or another, gets an error (kind `WouldBlock`) naming the
+    /// directory, instead of two engines recovering and writing the same
+    /// files. The default, for backends no other process can see, locks
+    /// nothing.
+    fn lock_exclusive(&self) -> io::Result<StorageLock> {
+        Ok(StorageLock::none())
+    }
+}
+
+/// Holds a [`Storage::lock_exclusive`] lock; dropping it releases the lock.
+pub struct StorageLock {
+    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl StorageLock {
+    /// A guard that holds nothing.
+    pub fn none() -> Self {
+        Self { _held: None }
+    }
+
+    /// A guard whose `held` value releases the lock when dropped.
+    pub fn new(held: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        Self { _held: Some(held) }
+    }
+}
+
+impl std::fmt::Debug for StorageLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageLock")
+            .field("held", &self._held.is_some())
+            .finish()
+    }
 }
 
 /// One open file. All access is positional, so a file can be shared between threads without

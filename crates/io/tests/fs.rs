@@ -287,3 +287,43 @@ fn aligned_buf_is_aligned_zeroed_and_owned() {
 fn aligned_buf_rejects_non_power_of_two_alignment() {
     AlignedBuf::zeroed(100, 3);
 }
+
+#[test]
+fn fs_lock_is_exclusive_and_released_on_drop() {
+    let dir = TempDir::new("lock");
+    let a = FsStorage::new(dir.path(), false).unwrap();
+    let b = FsStorage::new(dir.path(), false).unwrap();
+    let held = a.lock_exclusive().unwrap();
+    let e = b.lock_exclusive().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    assert!(
+        e.to_string().contains(&dir.path().display().to_string()),
+        "the error names the directory: {e}"
+    );
+    drop(held);
+    let _again = b.lock_exclusive().expect("free after the holder drops it");
+}
+
+#[test]
+fn fs_creates_private_directories_and_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("perm");
+    // A permissive umask must not widen what is created.
+    // SAFETY: umask only changes this process's creation mask.
+    let old = unsafe { libc::umask(0o000) };
+    let made = (|| {
+        let root = dir.path().join("data");
+        let s = FsStorage::new(&root, false)?;
+        s.open("spaces/0000000001.mrs", true)?;
+        s.lock_exclusive()?;
+        Ok::<_, std::io::Error>(root)
+    })();
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let root = made.unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&root), 0o700);
+    assert_eq!(mode(&root.join("spaces")), 0o700);
+    assert_eq!(mode(&root.join("spaces/0000000001.mrs")), 0o600);
+    assert_eq!(mode(&root.join("millrace.lock")), 0o600);
+}

@@ -477,3 +477,48 @@ fn sim_storage_is_shareable_across_threads() {
         assert_eq!(image.file_bytes(&format!("t{t}")).unwrap().len(), 8000);
     }
 }
+
+#[test]
+fn injected_faults_hit_the_chosen_calls() {
+    use millrace_io::{FaultKind, FaultOp};
+    let s = SimStorage::new();
+    let f = s.open("a", true).unwrap();
+    f.write_all_at(&[1; 100], 0).unwrap();
+    // EIO on the 2nd read from now, then every 3rd.
+    s.inject_fault(FaultOp::Read, FaultKind::Eio, 2, Some(3));
+    let mut buf = [0u8; 10];
+    let fails: Vec<bool> = (0..8)
+        .map(|_| f.read_exact_at(&mut buf, 0).is_err())
+        .collect();
+    assert_eq!(fails, [false, true, false, false, true, false, false, true]);
+    assert_eq!(s.faults_fired(), 3);
+    s.clear_faults();
+    // ENOSPC hits only writes that grow the file, and writes nothing.
+    s.inject_fault(FaultOp::Write, FaultKind::Enospc, 1, None);
+    f.write_all_at(&[2; 10], 0).unwrap();
+    let e = f.write_all_at(&[3; 10], 100).unwrap_err();
+    assert_eq!(e.raw_os_error(), None);
+    assert!(e.to_string().contains("ENOSPC"), "{e}");
+    assert_eq!(f.len().unwrap(), 100);
+    f.write_all_at(&[3; 10], 100).unwrap();
+    // A failed fsync makes nothing durable.
+    s.inject_fault(FaultOp::Sync, FaultKind::Eio, 1, None);
+    assert!(f.sync_data().is_err());
+    assert_eq!(s.durable_bytes("a").unwrap().len(), 0);
+    f.sync_data().unwrap();
+    assert_eq!(s.durable_bytes("a").unwrap().len(), 110);
+}
+
+#[test]
+fn sim_lock_is_exclusive_until_dropped() {
+    let s = SimStorage::new();
+    let held = s.lock_exclusive().unwrap();
+    assert_eq!(
+        s.clone().lock_exclusive().unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    // An image is another machine: not locked.
+    let _other = s.crash_image(1).lock_exclusive().unwrap();
+    drop(held);
+    let _again = s.lock_exclusive().unwrap();
+}

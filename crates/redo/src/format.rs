@@ -16,6 +16,17 @@ pub const START_LSN: u64 = BLOCK;
 const FILE_MAGIC: &[u8; 8] = b"MLRCREDO";
 const CKPT_MAGIC: &[u8; 8] = b"MLRCCKPT";
 
+/// The most log bytes that may be written but not yet made durable at any
+/// moment: the writer syncs before a write would pass `flushed_lsn` by more.
+/// A crash can therefore tear or drop only writes within this window of the
+/// durable end, which is what lets recovery tell a torn tail from damage in
+/// the middle of the durable log (docs/design.md, "Faults: what the engine
+/// does when storage fails"). Derived from the capacity alone, so recovery
+/// knows it from the file header.
+pub fn unsynced_window_bytes(capacity: u64) -> u64 {
+    align_down(capacity / 8).max(BLOCK)
+}
+
 pub fn align_down(x: u64) -> u64 {
     x & !(BLOCK - 1)
 }

@@ -10,8 +10,8 @@ use crate::buffer::LogBuffer;
 use crate::config::{Durability, LogConfig};
 use crate::error::LogError;
 use crate::format::{
-    align_down, align_up, Checkpoint, FileHeader, RecordHeader, RecordKind, BLOCK, DATA_OFFSET,
-    START_LSN,
+    align_down, align_up, unsynced_window_bytes, Checkpoint, FileHeader, RecordHeader, RecordKind,
+    BLOCK, DATA_OFFSET, START_LSN,
 };
 use crate::link_buf::LinkBuf;
 use crate::recovery::{self, Record, RecoveryReport};
@@ -297,7 +297,12 @@ impl Log {
 
         let snapshot = cpu.snapshot();
         let dedicated = cfg.writer_threads.dedicated(snapshot.effective_cpus);
-        let chunk = cfg.write_chunk_bytes.min(cfg.buffer_bytes / 2);
+        // A chunk never exceeds the unsynced window, so one write can always
+        // be issued after a sync (see `write_locked`).
+        let chunk = cfg
+            .write_chunk_bytes
+            .min(cfg.buffer_bytes / 2)
+            .min(unsynced_window_bytes(capacity) as usize);
         let buffer = LogBuffer::new(cfg.buffer_bytes);
         // The writer rewrites the last partial block from its start, so the
         // bytes of that block before `end` must be in the buffer.
@@ -507,6 +512,20 @@ impl Log {
     pub fn flush_avg_us(&self) -> u64 {
         self.inner.flush_avg_ns.load(Ordering::Relaxed) / 1000
     }
+    /// Stops the log (and with it the engine above) for good, for a failure
+    /// found outside the log: a page write or fsync that failed, or a
+    /// mini-transaction abandoned after changing pages. Every waiter wakes
+    /// to an error and every later append, commit or checkpoint fails; the
+    /// next open recovers from what is durable. The first cause is kept.
+    pub fn fail(&self, cause: &str) -> LogError {
+        self.inner.fail_msg(cause.to_string())
+    }
+
+    /// Whether the log has stopped after an error (see `fail`).
+    pub fn is_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::SeqCst)
+    }
+
     /// The failure that stopped the log, if any.
     pub fn failure(&self) -> Option<String> {
         self.inner.failure.lock().expect("poisoned").clone()
@@ -558,7 +577,12 @@ fn register_gauges(r: &Registry, inner: &Arc<Inner>) {
         (
             "log_checkpoint_age_bytes",
             "current LSN minus checkpoint LSN",
-            |i| i.current_lsn.load(Ordering::Relaxed) - i.checkpoint_lsn.load(Ordering::Relaxed),
+            |i| {
+                // Read apart: a checkpoint may pass the current LSN read first.
+                i.current_lsn
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(i.checkpoint_lsn.load(Ordering::Relaxed))
+            },
         ),
         (
             "log_flush_avg_us",
@@ -601,7 +625,10 @@ impl Inner {
     /// kernel may have dropped the dirty pages, so retrying could report
     /// durable what is not ("fsyncgate"). Every waiter is woken to an error.
     fn fail(&self, what: &str, e: std::io::Error) -> LogError {
-        let msg = format!("{what}: {e}");
+        self.fail_msg(format!("{what}: {e}"))
+    }
+
+    fn fail_msg(&self, msg: String) -> LogError {
         {
             let mut f = self.failure.lock().expect("poisoned");
             if f.is_none() {
@@ -869,6 +896,13 @@ impl Inner {
             let to = ready.min(from + chunk);
             let n = (to - from) as usize;
             let padded = align_up(n as u64) as usize;
+            // Keep written-but-unsynced bytes within the window recovery
+            // assumes: sync what is written before going further.
+            let window = unsynced_window_bytes(self.capacity);
+            if from + padded as u64 > self.flushed_lsn.load(Ordering::Acquire) + window {
+                self.write_lsn.store(from.max(start), Ordering::SeqCst);
+                self.flush()?;
+            }
             self.buffer.copy_out(from, &mut w.staging[..n]);
             w.staging[n..padded].fill(0);
             let mut at = from;

@@ -2,9 +2,21 @@
 //! It stops cleanly at the first record that is torn, garbage, left from an
 //! earlier lap or an earlier epoch, and hands every record before it, in LSN
 //! order, to the caller's applier.
+//!
+//! A bad record is the end of the log only if it can be a torn tail. The
+//! writer never lets written-but-unsynced bytes pass the durable end by more
+//! than `unsynced_window_bytes` (format.rs), so every record written after
+//! the crash's durable end ends before `durable end + window`. If a valid
+//! record of the current epoch ends at or past `bad record's end + window`,
+//! the bad record was durable before that record was written: it is damage
+//! in the middle of the durable log, and the scan refuses (`Corrupt`) rather
+//! than drop the acknowledged commits after it (docs/design.md, "Faults:
+//! what the engine does when storage fails").
 
 use crate::error::LogError;
-use crate::format::{align_down, align_up, RecordHeader, RecordKind, BLOCK, DATA_OFFSET};
+use crate::format::{
+    align_down, align_up, unsynced_window_bytes, RecordHeader, RecordKind, BLOCK, DATA_OFFSET,
+};
 use millrace_io::{AlignedBuf, StorageFile};
 
 /// One recovered record.
@@ -114,6 +126,8 @@ pub(crate) fn scan(
     };
     let mut next_progress = checkpoint_lsn + (64 << 20);
     let hdr = RecordHeader::LEN as u64;
+    // Where the bad record (if the scan stops at one) ends at most.
+    let mut bad_end: Option<u64> = None;
     let stop = loop {
         if lsn + hdr > limit {
             break "one full lap after the checkpoint".to_string();
@@ -123,6 +137,7 @@ pub(crate) fn scan(
             .try_into()
             .expect("exact length");
         let Some(h) = RecordHeader::decode(&head, max_payload) else {
+            bad_end = Some(lsn + hdr);
             break format!("no record header at LSN {lsn}");
         };
         let end = lsn + hdr + h.len as u64;
@@ -130,9 +145,11 @@ pub(crate) fn scan(
             break format!("record at LSN {lsn} would pass one lap");
         }
         if h.lsn != lsn {
+            bad_end = Some(lsn + hdr);
             break format!("record at LSN {lsn} names LSN {} (an older lap)", h.lsn);
         }
         if h.epoch < epoch {
+            bad_end = Some(end);
             break format!(
                 "record at LSN {lsn} has epoch {} < {epoch} (left from before a restart)",
                 h.epoch
@@ -140,6 +157,7 @@ pub(crate) fn scan(
         }
         let payload = reader.get(lsn + hdr, h.len as usize)?;
         if !RecordHeader::verify(&head, payload) {
+            bad_end = Some(end);
             break format!("checksum mismatch at LSN {lsn} (torn or garbage)");
         }
         epoch = h.epoch;
@@ -167,7 +185,74 @@ pub(crate) fn scan(
             next_progress += 64 << 20;
         }
     };
+    if let Some(bad_end) = bad_end {
+        let window = unsynced_window_bytes(capacity);
+        if let Some((at, end)) = later_valid_record(
+            &mut reader,
+            lsn,
+            bad_end + window,
+            limit,
+            epoch,
+            max_payload,
+        )? {
+            return Err(LogError::Corrupt(format!(
+                "damage in the middle of the durable redo log: {stop}, but a valid record \
+                 at LSN {at}..{end} follows it by more than the {window}-byte unsynced window, \
+                 so the damaged record was durable; refusing to drop the records after it"
+            )));
+        }
+    }
     out.end_lsn = lsn;
     out.stop_reason = stop;
     Ok(out)
+}
+
+/// The first valid record (its LSN and end) of epoch `epoch` or later that
+/// starts after `bad` and ends at or past `min_end`, within `limit`.
+/// Records after a bad one cannot be found by following lengths, so every
+/// byte position is tried; a position is a candidate only if the 8 bytes of
+/// its header's LSN field equal it, which rejects almost all at once.
+fn later_valid_record(
+    reader: &mut Reader<'_>,
+    bad: u64,
+    min_end: u64,
+    limit: u64,
+    epoch: u32,
+    max_payload: u32,
+) -> Result<Option<(u64, u64)>, LogError> {
+    let hdr = RecordHeader::LEN as u64;
+    if min_end > limit {
+        return Ok(None);
+    }
+    const STEP: u64 = 1 << 16;
+    let mut from = bad + 1;
+    while from + hdr <= limit {
+        let to = (from + STEP).min(limit - hdr + 1);
+        let span = reader
+            .get(from, (to - from) as usize + hdr as usize)?
+            .to_vec();
+        for s in from..to {
+            let at = (s - from) as usize;
+            let lsn_field = u64::from_le_bytes(span[at + 8..at + 16].try_into().expect("8 bytes"));
+            if lsn_field != s {
+                continue;
+            }
+            let head: [u8; RecordHeader::LEN] = span[at..at + hdr as usize]
+                .try_into()
+                .expect("exact length");
+            let Some(h) = RecordHeader::decode(&head, max_payload) else {
+                continue;
+            };
+            let end = s + hdr + h.len as u64;
+            if h.epoch < epoch || end > limit || end < min_end {
+                continue;
+            }
+            let payload = reader.get(s + hdr, h.len as usize)?;
+            if RecordHeader::verify(&head, payload) {
+                return Ok(Some((s, end)));
+            }
+        }
+        from = to;
+    }
+    Ok(None)
 }

@@ -23,6 +23,39 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
+/// Creates the transaction layer's pages in a fresh store: the trx system
+/// and table directory pages, the undo tablespaces and rollback segments,
+/// the first id limits.
+fn init_trx_pages(
+    store: &Arc<PageStore>,
+    cfg: &TrxConfig,
+    effective_cpus: u32,
+) -> Result<(), TrxError> {
+    sys_page::init(store)?;
+    let (n_spaces, n_rsegs) = cfg.undo_layout(effective_cpus, store.pool().page_size());
+    let mut rsegs = Vec::new();
+    let mut spaces = Vec::new();
+    for _ in 0..n_spaces {
+        let mut mtr = store.mtr()?;
+        let id = space::next_space_id(&mut mtr)?;
+        space::create_space(&mut mtr, id)?;
+        mtr.commit()?;
+        spaces.push(id);
+    }
+    for i in 0..n_rsegs {
+        let mut mtr = store.mtr()?;
+        let r = Rseg::create(&mut mtr, i as u16, spaces[i as usize % spaces.len()])?;
+        mtr.commit()?;
+        rsegs.push((r.space, r.page));
+    }
+    sys_page::write_rsegs(store, &rsegs, n_spaces as u16)?;
+    let end = sys_page::write_limits(store, ID_BLOCK, ID_BLOCK)?;
+    if let Some(end) = end {
+        store.log().wait_flushed(end)?;
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Opens (or creates) the engine in `storage`: page store recovery, then
     /// the transaction layer's pages, then every transaction that was active
@@ -34,31 +67,17 @@ impl Engine {
         registry: Arc<Registry>,
     ) -> Result<Arc<Engine>, TrxError> {
         let effective_cpus = cpu.snapshot().effective_cpus;
-        let (store, _report) = PageStore::open(storage, cfg.store.clone(), cpu, &registry)?;
-        let fresh = !sys_page::initialised(&store)?;
-        if fresh {
-            sys_page::init(&store)?;
-            let (n_spaces, n_rsegs) = cfg.undo_layout(effective_cpus, store.pool().page_size());
-            let mut rsegs = Vec::new();
-            let mut spaces = Vec::new();
-            for _ in 0..n_spaces {
-                let mut mtr = store.mtr()?;
-                let id = space::next_space_id(&mut mtr)?;
-                space::create_space(&mut mtr, id)?;
-                mtr.commit()?;
-                spaces.push(id);
-            }
-            for i in 0..n_rsegs {
-                let mut mtr = store.mtr()?;
-                let r = Rseg::create(&mut mtr, i as u16, spaces[i as usize % spaces.len()])?;
-                mtr.commit()?;
-                rsegs.push((r.space, r.page));
-            }
-            sys_page::write_rsegs(&store, &rsegs, n_spaces as u16)?;
-            let end = sys_page::write_limits(&store, ID_BLOCK, ID_BLOCK)?;
-            if let Some(end) = end {
-                store.log().wait_flushed(end)?;
-            }
+        // A new data directory gets the transaction layer's pages inside the
+        // store's atomic creation: a crash before they are all made leaves a
+        // directory the next open creates again (docs/design.md, "Faults:
+        // what the engine does when storage fails").
+        let (store, _report) =
+            PageStore::open_with_init(storage, cfg.store.clone(), cpu, &registry, |store| {
+                init_trx_pages(store, &cfg, effective_cpus)
+            })?;
+        if !sys_page::initialised(&store)? {
+            // A store created without them (by the page store alone).
+            init_trx_pages(&store, &cfg, effective_cpus)?;
         }
         let page = sys_page::read_trx_sys(&store)?;
         let mut rsegs = Vec::new();
