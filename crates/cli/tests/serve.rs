@@ -952,16 +952,31 @@ fn socket_path_holding_a_file_is_not_deleted() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("precious.txt");
     std::fs::write(&path, "keep me").unwrap();
-    let out = Command::new(common::server_binary())
+    let mut child = Command::new(common::server_binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--no-metrics", "--socket"])
         .arg(&path)
         .arg("--data-dir")
         .arg(dir.join("data"))
         .env_remove("MILLRACE_ROOT_PASSWORD")
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started on a path that held a regular file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a socket"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     let _ = std::fs::remove_dir_all(&dir);
