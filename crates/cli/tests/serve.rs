@@ -695,16 +695,16 @@ fn malformed_stmt_execute_gets_an_error() {
         p
     };
     let bad: Vec<Vec<u8>> = vec![
-        vec![0x17, 1],                                // truncated id
-        head(&[]),                                    // no null bitmap
-        head(&[0]),                                   // no new-params-bound flag
-        head(&[0, 1, 0xfd]),                          // types cut short
-        head(&[0, 0]),                                // no types ever sent
-        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0xfc, 0xff]),  // lenenc beyond payload
-        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0x05]),        // string length past end
-        head(&[0, 1, 0x08, 0, 0x08, 0, 1, 2, 3]),     // integer cut short
-        head(&[0, 1, 0x0c, 0, 0x0c, 0, 11, 1, 2]),    // datetime cut short
-        head(&[0, 1, 0x42, 0, 0x42, 0, 1, 1]),        // unknown type
+        vec![0x17, 1],                               // truncated id
+        head(&[]),                                   // no null bitmap
+        head(&[0]),                                  // no new-params-bound flag
+        head(&[0, 1, 0xfd]),                         // types cut short
+        head(&[0, 0]),                               // no types ever sent
+        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0xfc, 0xff]), // lenenc beyond payload
+        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0x05]),       // string length past end
+        head(&[0, 1, 0x08, 0, 0x08, 0, 1, 2, 3]),    // integer cut short
+        head(&[0, 1, 0x0c, 0, 0x0c, 0, 11, 1, 2]),   // datetime cut short
+        head(&[0, 1, 0x42, 0, 0x42, 0, 1, 1]),       // unknown type
     ];
     for (i, p) in bad.iter().enumerate() {
         let r = c.command(p[0], &p[1..]);
@@ -820,7 +820,10 @@ fn reset_connection_rolls_back_and_releases_locks() {
     // Status flags of the OK: not in a transaction.
     assert_eq!(ok[0][3] & 1, 0, "{ok:?}");
     let mut b = logged_in(server.addr);
-    assert_eq!(b.query("SET GLOBAL innodb_lock_wait_timeout = 1")[0][0], 0x00);
+    assert_eq!(
+        b.query("SET GLOBAL innodb_lock_wait_timeout = 1")[0][0],
+        0x00
+    );
     let r = b.query("UPDATE d.t SET n = 12 WHERE id = 1");
     assert_eq!(r[0][0], 0x00, "the row lock was released: {r:?}");
     assert!(contains(&a.query("SELECT n FROM d.t WHERE id = 1"), "12"));
@@ -871,7 +874,11 @@ fn change_user_checks_the_password() {
             .chain_update(&g.salt)
             .chain_update(Sha1::digest(stage1))
             .finalize();
-        stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect::<Vec<u8>>()
+        stage1
+            .iter()
+            .zip(mask)
+            .map(|(a, b)| a ^ b)
+            .collect::<Vec<u8>>()
     };
     let caps: u32 = 0x1 | 0x200 | 0x2000 | 0x8000 | 0x8_0000;
     let mut p = caps.to_le_bytes().to_vec();
@@ -953,7 +960,13 @@ fn socket_path_holding_a_file_is_not_deleted() {
     let path = dir.join("precious.txt");
     std::fs::write(&path, "keep me").unwrap();
     let mut child = Command::new(common::server_binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-metrics", "--socket"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-metrics",
+            "--socket",
+        ])
         .arg(&path)
         .arg("--data-dir")
         .arg(dir.join("data"))
@@ -975,7 +988,12 @@ fn socket_path_holding_a_file_is_not_deleted() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a socket"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");

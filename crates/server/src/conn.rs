@@ -20,8 +20,7 @@ use crate::protocol::{caps, decode_command, status, Command};
 use millrace_errcode::{
     ErrorCode, ER_ACCESS_DENIED_ERROR, ER_HANDSHAKE_ERROR, ER_MALFORMED_PACKET,
     ER_MAX_PREPARED_STMT_COUNT_REACHED, ER_NET_PACKET_TOO_LARGE, ER_PS_MANY_PARAM,
-    ER_STMT_HAS_NO_OPEN_CURSOR, ER_UNKNOWN_COM_ERROR, ER_UNKNOWN_STMT_HANDLER,
-    ER_WRONG_ARGUMENTS,
+    ER_STMT_HAS_NO_OPEN_CURSOR, ER_UNKNOWN_COM_ERROR, ER_UNKNOWN_STMT_HANDLER, ER_WRONG_ARGUMENTS,
 };
 use millrace_sql::{ConnInfo, Output, Session, SqlError};
 use std::io::{self, Read};
@@ -172,7 +171,11 @@ impl Conn<'_> {
     /// The connection phase; true when the client is in.
     fn connect(&mut self) -> io::Result<bool> {
         let deadline = Instant::now() + CONNECT_TIMEOUT;
-        let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let left = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        };
         self.stream.set_read_timeout(Some(left()))?;
         self.stream.set_write_timeout(Some(left()))?;
         self.writer.seq = 0;
@@ -255,7 +258,11 @@ impl Conn<'_> {
 
     fn verify(&self, user: &str, response: &[u8]) -> bool {
         user == "root"
-            && native_password_ok(self.shared.password_stage2.as_ref(), &self.scramble, response)
+            && native_password_ok(
+                self.shared.password_stage2.as_ref(),
+                &self.scramble,
+                response,
+            )
     }
 
     /// A failed login: the back-off wait, then ER_ACCESS_DENIED_ERROR, and
@@ -497,7 +504,10 @@ impl Conn<'_> {
         let values = match values {
             Ok(v) => v,
             Err(_) => {
-                self.err(ER_WRONG_ARGUMENTS, "Incorrect arguments to mysqld_stmt_execute");
+                self.err(
+                    ER_WRONG_ARGUMENTS,
+                    "Incorrect arguments to mysqld_stmt_execute",
+                );
                 return Ok(());
             }
         };

@@ -216,7 +216,8 @@ pub(crate) fn prepare_socket_path(path: &Path) -> Result<(), String> {
             path.display()
         ));
     }
-    std::fs::remove_file(path).map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))
+    std::fs::remove_file(path)
+        .map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))
 }
 
 /// Binds the Unix socket (see `prepare_socket_path`).
@@ -375,13 +376,7 @@ fn refuse(s: &mut Stream, id: u32, reader: &mut PacketReader, buf: &mut Vec<u8>)
     let _ = s.set_read_timeout(Some(REFUSE_WAIT));
     let _ = s.set_write_timeout(Some(REFUSE_WAIT));
     let mut w = PacketWriter::new();
-    handshake::greeting(
-        w.begin(),
-        id,
-        millrace_sql::SERVER_VERSION,
-        &new_salt(),
-        0,
-    );
+    handshake::greeting(w.begin(), id, millrace_sql::SERVER_VERSION, &new_salt(), 0);
     w.end();
     if w.flush(s).is_err() {
         return;

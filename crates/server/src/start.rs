@@ -9,7 +9,9 @@
 
 use crate::auth::password_stage2;
 use crate::config::{self, Flags, Settings};
-use crate::listener::{accept_loop, bind_unix, start_refuser, Listener, Shared, MAX_PREPARED_STMT_COUNT};
+use crate::listener::{
+    accept_loop, bind_unix, start_refuser, Listener, Shared, MAX_PREPARED_STMT_COUNT,
+};
 use crate::metrics_http;
 use clap::Args;
 use millrace_io::FsStorage;

@@ -113,7 +113,10 @@ mod tests {
 
     #[test]
     fn commands_decode_and_short_ones_are_errors() {
-        assert_eq!(decode_command(b"\x03SELECT 1", 0), Ok(Command::Query(b"SELECT 1")));
+        assert_eq!(
+            decode_command(b"\x03SELECT 1", 0),
+            Ok(Command::Query(b"SELECT 1"))
+        );
         assert_eq!(decode_command(b"\x01", 0), Ok(Command::Quit));
         assert_eq!(
             decode_command(&[0x19, 7, 0, 0, 0], 0),
@@ -203,7 +206,11 @@ mod tests {
                 }
                 p
             };
-            let caps = if round % 2 == 0 { all } else { rng.next() as u32 };
+            let caps = if round % 2 == 0 {
+                all
+            } else {
+                rng.next() as u32
+            };
             if let Ok(Command::StmtExecute(e)) = decode_command(&payload, caps) {
                 let count = rng.below(6) as u16;
                 let long = vec![None; usize::from(count)];

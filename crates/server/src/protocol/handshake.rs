@@ -132,7 +132,10 @@ pub struct ChangeUser<'a> {
 }
 
 /// Decodes COM_CHANGE_USER's fields; `client_caps` are the connection's.
-pub fn decode_change_user(payload: &[u8], client_caps: u32) -> Result<ChangeUser<'_>, ProtocolError> {
+pub fn decode_change_user(
+    payload: &[u8],
+    client_caps: u32,
+) -> Result<ChangeUser<'_>, ProtocolError> {
     let mut r = Reader::new(payload);
     let user = r.nul_str("user name")?;
     let auth = if client_caps & caps::SECURE_CONNECTION != 0 {
@@ -236,7 +239,10 @@ mod tests {
     fn change_user_decodes() {
         let c = caps::PROTOCOL_41 | caps::SECURE_CONNECTION | caps::PLUGIN_AUTH;
         let u = decode_change_user(b"root\0\x01kdb\0\x2d\0mysql_native_password\0", c).unwrap();
-        assert_eq!((u.user, u.auth, u.database), (&b"root"[..], &b"k"[..], &b"db"[..]));
+        assert_eq!(
+            (u.user, u.auth, u.database),
+            (&b"root"[..], &b"k"[..], &b"db"[..])
+        );
         assert_eq!(u.plugin, Some(NATIVE_PASSWORD));
         assert!(decode_change_user(b"root\0\x09k", c).is_err());
         assert!(decode_change_user(b"root", c).is_err());

@@ -429,9 +429,7 @@ mod tests {
 
     #[test]
     fn large_payloads_are_split_and_reassembled_within_the_limit() {
-        let payload: Vec<u8> = (0..MAX_PACKET_PAYLOAD * 2 + 10)
-            .map(|i| i as u8)
-            .collect();
+        let payload: Vec<u8> = (0..MAX_PACKET_PAYLOAD * 2 + 10).map(|i| i as u8).collect();
         let bytes = frame(3, &payload);
         assert_eq!(bytes.len(), payload.len() + 12);
         // One byte at a time for the headers' sake, then the rest.
@@ -457,7 +455,16 @@ mod tests {
 
     #[test]
     fn lenenc_round_trip_and_bounds() {
-        for n in [0u64, 250, 251, 65535, 65536, (1 << 24) - 1, 1 << 24, u64::MAX] {
+        for n in [
+            0u64,
+            250,
+            251,
+            65535,
+            65536,
+            (1 << 24) - 1,
+            1 << 24,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_lenenc_int(&mut b, n);
             assert_eq!(Reader::new(&b).lenenc_int("n").unwrap(), n);

@@ -236,7 +236,10 @@ mod tests {
         let types = [0xfe, 0, 0x03, 0x80];
         let first = exec(&[0], 1, &types, b"\x01a\xff\xff\xff\xff");
         let v = decode_execute(&first, 2, &mut t, &[None, None]).unwrap();
-        assert_eq!(v, [Value::Bytes(b"a".to_vec()), Value::UInt(u32::MAX.into())]);
+        assert_eq!(
+            v,
+            [Value::Bytes(b"a".to_vec()), Value::UInt(u32::MAX.into())]
+        );
         let second = exec(&[0], 0, &[], b"\x02bc\xfe\xff\xff\xff");
         let v = decode_execute(&second, 2, &mut t, &[None, None]).unwrap();
         assert_eq!(v, [Value::Bytes(b"bc".to_vec()), Value::UInt(0xffff_fffe)]);

@@ -188,7 +188,10 @@ fn text_of(kind: ResultKind, v: &Value, scratch: &mut Vec<u8>) -> bool {
 /// Whether a value goes out as it is stored (no conversion, no copy).
 fn verbatim(kind: ResultKind, v: &Value) -> Option<&[u8]> {
     match (kind, v) {
-        (ResultKind::Text | ResultKind::Blob | ResultKind::Decimal | ResultKind::DateTime, Value::Bytes(b)) => Some(b),
+        (
+            ResultKind::Text | ResultKind::Blob | ResultKind::Decimal | ResultKind::DateTime,
+            Value::Bytes(b),
+        ) => Some(b),
         _ => None,
     }
 }
@@ -316,14 +319,31 @@ mod tests {
 
     #[test]
     fn result_sets_in_both_protocols_and_eof_styles() {
-        let cols = [col(ResultKind::Int), col(ResultKind::Text), col(ResultKind::Double)];
+        let cols = [
+            col(ResultKind::Int),
+            col(ResultKind::Text),
+            col(ResultKind::Double),
+        ];
         let rows = vec![
-            vec![Value::Int(-5), Value::Bytes(b"hi".to_vec()), Value::Double(1e20)],
+            vec![
+                Value::Int(-5),
+                Value::Bytes(b"hi".to_vec()),
+                Value::Double(1e20),
+            ],
             vec![Value::Null, Value::Null, Value::Int(2)],
         ];
         let mut w = PacketWriter::new();
         let mut sink = Vec::new();
-        result_set(&mut w, &mut sink, &cols, rows.clone(), RowFormat::Text, 0, 2).unwrap();
+        result_set(
+            &mut w,
+            &mut sink,
+            &cols,
+            rows.clone(),
+            RowFormat::Text,
+            0,
+            2,
+        )
+        .unwrap();
         let p = packets(&mut w);
         // count, 3 columns, EOF, 2 rows, EOF
         assert_eq!(p.len(), 8);
@@ -335,7 +355,16 @@ mod tests {
 
         let mut w = PacketWriter::new();
         let deprecate = caps::DEPRECATE_EOF;
-        result_set(&mut w, &mut sink, &cols, rows, RowFormat::Binary, deprecate, 3).unwrap();
+        result_set(
+            &mut w,
+            &mut sink,
+            &cols,
+            rows,
+            RowFormat::Binary,
+            deprecate,
+            3,
+        )
+        .unwrap();
         let p = packets(&mut w);
         // count, 3 columns, 2 rows, OK-as-EOF
         assert_eq!(p.len(), 7);
