@@ -10,13 +10,13 @@
 //! max_prepared_stmt_count; long data against max_allowed_packet.
 
 use crate::auth::native_password_ok;
-use crate::listener::{ConnCtl, Shared, Stream};
 use crate::protocol::command::Execute;
 use crate::protocol::handshake::{self, AuthStep};
 use crate::protocol::packet::{PacketReader, PacketWriter, ReadError};
 use crate::protocol::prepared::{decode_execute, StmtState, StmtTable};
 use crate::protocol::resultset::{self, RowFormat};
 use crate::protocol::{caps, decode_command, status, Command};
+use crate::shared::{ConnCtl, Shared, Stream};
 use millrace_errcode::{
     ErrorCode, ER_ACCESS_DENIED_ERROR, ER_HANDSHAKE_ERROR, ER_MALFORMED_PACKET,
     ER_MAX_PREPARED_STMT_COUNT_REACHED, ER_NET_PACKET_TOO_LARGE, ER_PS_MANY_PARAM,

@@ -21,8 +21,9 @@
 //! metrics endpoint; connections run on blocking sockets), sha1, serde and
 //! toml (the settings file), clap (the flags of `serve`).
 //!
-//! Layers, top down: `start` -> `listener` -> `conn` -> `protocol`,
-//! `auth`; `metrics_http` under `start`; `config` at the bottom. The
+//! Layers, top down: `start` -> `listener` -> `conn` -> `shared`,
+//! `protocol`, `auth`; `metrics_http` under `start`; `config` at the
+//! bottom. The
 //! decoders of `protocol` are public for the fuzz harness.
 
 mod auth;
@@ -31,6 +32,7 @@ mod conn;
 mod listener;
 mod metrics_http;
 pub mod protocol;
+mod shared;
 mod start;
 
 pub use start::{run, ServeArgs};

@@ -9,10 +9,9 @@
 
 use crate::auth::password_stage2;
 use crate::config::{self, Flags, Settings};
-use crate::listener::{
-    accept_loop, bind_unix, start_refuser, Listener, Shared, MAX_PREPARED_STMT_COUNT,
-};
+use crate::listener::{accept_loop, bind_unix, start_refuser, Listener};
 use crate::metrics_http;
+use crate::shared::{Shared, MAX_PREPARED_STMT_COUNT};
 use clap::Args;
 use millrace_io::FsStorage;
 use millrace_metrics::Registry;

@@ -5,8 +5,7 @@
 //! them.
 
 use super::handshake::{decode_change_user, ChangeUser};
-use super::packet::Reader;
-use super::ProtocolError;
+use super::packet::{ProtocolError, Reader};
 
 pub const COM_QUIT: u8 = 0x01;
 pub const COM_INIT_DB: u8 = 0x02;
@@ -107,7 +106,7 @@ pub fn decode_command(payload: &[u8], client_caps: u32) -> Result<Command<'_>, P
 
 #[cfg(test)]
 mod tests {
-    use super::super::caps;
+    use super::super::flags::caps;
     use super::super::prepared::{decode_execute, ParamTypes};
     use super::*;
 
@@ -216,7 +215,7 @@ mod tests {
                 let long = vec![None; usize::from(count)];
                 let _ = decode_execute(e.params, count, &mut types, &long);
             }
-            let _ = super::super::decode_handshake_response(&payload);
+            let _ = super::super::handshake::decode_handshake_response(&payload);
         }
     }
 }

@@ -8,8 +8,8 @@
 //! mysql_native_password and verifies the answer to that. Plugins with more
 //! round trips (caching_sha2_password's AuthMoreData) add states here.
 
-use super::packet::Reader;
-use super::{caps, ProtocolError, COLLATION_UTF8MB4};
+use super::flags::{caps, COLLATION_UTF8MB4};
+use super::packet::{ProtocolError, Reader};
 
 /// The one plugin millrace verifies.
 pub const NATIVE_PASSWORD: &[u8] = b"mysql_native_password";

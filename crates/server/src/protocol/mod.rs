@@ -10,84 +10,14 @@
 //! calls the SQL session is `crate::conn`.
 
 pub mod command;
+pub mod flags;
 pub mod handshake;
 pub mod packet;
 pub mod prepared;
 pub mod resultset;
 
 pub use command::{decode_command, Command};
+pub use flags::{caps, status, COLLATION_BINARY, COLLATION_UTF8MB4};
 pub use handshake::{decode_change_user, decode_handshake_response, HandshakeResponse};
+pub use packet::ProtocolError;
 pub use prepared::decode_execute;
-
-use std::fmt;
-
-/// A payload that does not decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProtocolError {
-    /// The payload ended inside the named field.
-    Truncated(&'static str),
-    /// The named field holds a value the protocol does not allow.
-    Malformed(&'static str),
-}
-
-impl fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProtocolError::Truncated(what) => write!(f, "packet ends inside {what}"),
-            ProtocolError::Malformed(what) => write!(f, "malformed {what}"),
-        }
-    }
-}
-
-/// Capability flags (the ones millrace reads or offers).
-pub mod caps {
-    pub const LONG_PASSWORD: u32 = 0x1;
-    pub const FOUND_ROWS: u32 = 0x2;
-    pub const LONG_FLAG: u32 = 0x4;
-    pub const CONNECT_WITH_DB: u32 = 0x8;
-    pub const NO_SCHEMA: u32 = 0x10;
-    pub const IGNORE_SPACE: u32 = 0x100;
-    pub const PROTOCOL_41: u32 = 0x200;
-    pub const INTERACTIVE: u32 = 0x400;
-    pub const SSL: u32 = 0x800;
-    pub const TRANSACTIONS: u32 = 0x2000;
-    pub const SECURE_CONNECTION: u32 = 0x8000;
-    pub const MULTI_STATEMENTS: u32 = 0x1_0000;
-    pub const MULTI_RESULTS: u32 = 0x2_0000;
-    pub const PS_MULTI_RESULTS: u32 = 0x4_0000;
-    pub const PLUGIN_AUTH: u32 = 0x8_0000;
-    pub const CONNECT_ATTRS: u32 = 0x10_0000;
-    pub const PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 0x20_0000;
-    pub const DEPRECATE_EOF: u32 = 0x100_0000;
-
-    /// What the server offers; a connection uses the intersection with what
-    /// the client asks for. Not offered: SSL (not yet), multi-statements,
-    /// session tracking, query attributes, LOCAL INFILE.
-    pub const SERVER: u32 = LONG_PASSWORD
-        | FOUND_ROWS
-        | LONG_FLAG
-        | CONNECT_WITH_DB
-        | NO_SCHEMA
-        | IGNORE_SPACE
-        | PROTOCOL_41
-        | INTERACTIVE
-        | TRANSACTIONS
-        | SECURE_CONNECTION
-        | MULTI_RESULTS
-        | PS_MULTI_RESULTS
-        | PLUGIN_AUTH
-        | CONNECT_ATTRS
-        | PLUGIN_AUTH_LENENC_CLIENT_DATA
-        | DEPRECATE_EOF;
-}
-
-/// Server status flags of OK and EOF packets.
-pub mod status {
-    pub const IN_TRANS: u16 = 0x0001;
-    pub const AUTOCOMMIT: u16 = 0x0002;
-}
-
-/// The collation numbers millrace sends: utf8mb4_general_ci for the
-/// handshake and text columns, binary for numbers and blobs.
-pub const COLLATION_UTF8MB4: u8 = 45;
-pub const COLLATION_BINARY: u8 = 63;

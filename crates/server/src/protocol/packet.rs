@@ -13,8 +13,26 @@
 //! is left, errors instead of panics) and the little-endian and
 //! length-encoded writers the other modules encode with.
 
-use super::ProtocolError;
+use std::fmt;
 use std::io::{self, Read, Write};
+
+/// A payload that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// The payload ended inside the named field.
+    Truncated(&'static str),
+    /// The named field holds a value the protocol does not allow.
+    Malformed(&'static str),
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::Truncated(what) => write!(f, "packet ends inside {what}"),
+            ProtocolError::Malformed(what) => write!(f, "malformed {what}"),
+        }
+    }
+}
 
 /// The largest payload one packet carries; a payload this long or longer
 /// continues in the next packet.

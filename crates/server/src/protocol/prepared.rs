@@ -7,8 +7,7 @@
 //! (new-params-bound flag 1) and usually not again (flag 0): the types are
 //! remembered per statement and reused.
 
-use super::packet::Reader;
-use super::ProtocolError;
+use super::packet::{ProtocolError, Reader};
 use millrace_sql::{DateTime, Value};
 use std::collections::HashMap;
 

@@ -7,8 +7,8 @@
 //! as numbers in the binary protocol; decimals, strings, blobs and
 //! datetimes travel as strings in both.
 
+use super::flags::{caps, COLLATION_BINARY, COLLATION_UTF8MB4};
 use super::packet::{put_lenenc_bytes, put_lenenc_int, PacketWriter};
-use super::{caps, COLLATION_BINARY, COLLATION_UTF8MB4};
 use millrace_errcode::ErrorCode;
 use millrace_sql::plan::{OutColumn, ResultKind};
 use millrace_sql::Value;
