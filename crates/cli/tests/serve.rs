@@ -745,8 +745,17 @@ fn packets_over_max_allowed_packet_get_1153() {
     let (code, state, _) = err(&c.read_packet());
     assert_eq!((code, state.as_str()), (1153, "08S01"));
     assert!(c.closed());
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
-    // Before authentication: a huge handshake response.
+/// Before authentication only a small packet is read: a huge handshake
+/// response gets 1153 and the connection is closed.
+#[test]
+fn huge_handshake_response_gets_1153() {
+    let dir = temp_dir("bighandshake");
+    let server = Server::start(&dir, &[]);
     let mut c = RawClient::open(server.addr);
     let _ = c.greeting();
     let mut bytes = vec![0xff, 0xff, 0xff, 1];
