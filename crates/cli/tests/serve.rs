@@ -1008,3 +1008,54 @@ fn socket_path_holding_a_file_is_not_deleted() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that starts with another plugin (MySQL 8's default,
+/// caching_sha2_password) is switched to mysql_native_password; with
+/// CLIENT_DEPRECATE_EOF a result set has no EOF packets and ends with an
+/// OK packet whose header is 0xfe.
+#[test]
+fn auth_switch_and_deprecate_eof() {
+    let dir = temp_dir("authswitch");
+    let server = Server::start(&dir, &[]);
+    let mut c = RawClient::open(server.addr);
+    let _ = c.greeting();
+    // LONG_PASSWORD | PROTOCOL_41 | TRANSACTIONS | SECURE_CONNECTION |
+    // PLUGIN_AUTH | PLUGIN_AUTH_LENENC_CLIENT_DATA | DEPRECATE_EOF
+    let caps: u32 = 0x1 | 0x200 | 0x2000 | 0x8000 | 0x8_0000 | 0x20_0000 | 0x100_0000;
+    let mut p = caps.to_le_bytes().to_vec();
+    p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&[0; 23]);
+    p.extend_from_slice(b"root\0");
+    p.push(32);
+    p.extend_from_slice(&[7; 32]);
+    p.extend_from_slice(b"caching_sha2_password\0");
+    c.write_packet(&p);
+    let switch = c.read_packet();
+    assert_eq!(switch[0], 0xfe, "{switch:?}");
+    let rest = &switch[1..];
+    let nul = rest.iter().position(|&b| b == 0).unwrap();
+    assert_eq!(&rest[..nul], b"mysql_native_password");
+    let salt = &rest[nul + 1..nul + 21];
+    let stage1 = Sha1::digest(PASSWORD.as_bytes());
+    let mask = Sha1::new()
+        .chain_update(salt)
+        .chain_update(Sha1::digest(stage1))
+        .finalize();
+    let answer: Vec<u8> = stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect();
+    c.write_packet(&answer);
+    let ok = c.read_packet();
+    assert_eq!(ok[0], 0x00, "{ok:?}");
+    // SELECT 1, 'a': count, 2 columns, 1 row, OK-as-EOF.
+    c.seq = 0;
+    c.write_packet(b"\x03SELECT 1, 'a'");
+    let packets: Vec<Vec<u8>> = (0..5).map(|_| c.read_packet()).collect();
+    assert_eq!(packets[0], [2]);
+    assert_eq!(packets[3], b"\x011\x01a");
+    assert_eq!(packets[4][0], 0xfe);
+    assert!(packets[4].len() >= 7, "{:?}", packets[4]);
+    assert_eq!(c.command(0x0e, b"")[0][0], 0x00, "COM_PING");
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
