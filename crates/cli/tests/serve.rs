@@ -580,3 +580,482 @@ fn kill9_during_oltp_write_only_loses_no_acknowledged_commit() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------
+// The protocol layer (issue 11): each test failed against the opensrv-mysql
+// adapter it replaced.
+
+impl RawClient {
+    /// Writes bytes as they are: several packets at once, or a bad one.
+    fn write_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Reads the rest of a reply whose first packet was `first` (a result
+    /// set without CLIENT_DEPRECATE_EOF: columns, EOF, rows, EOF).
+    fn rest_of_result(&mut self, first: Vec<u8>) -> Vec<Vec<u8>> {
+        if matches!(first[0], 0x00 | 0xff) {
+            return vec![first];
+        }
+        let mut packets = vec![first];
+        let mut eofs = 0;
+        while eofs < 2 {
+            let p = self.read_packet();
+            let end = p[0] == 0xff;
+            if p[0] == 0xfe && p.len() < 9 {
+                eofs += 1;
+            }
+            packets.push(p);
+            if end {
+                break;
+            }
+        }
+        packets
+    }
+
+    /// COM_STMT_PREPARE; returns the statement id, after reading the
+    /// parameter and column definitions.
+    fn prepare(&mut self, sql: &str) -> u32 {
+        let r = self.command(0x16, sql.as_bytes());
+        let ok = &r[0];
+        assert_eq!(ok[0], 0x00, "prepare {sql}: {ok:?}");
+        let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+        let columns = u16::from_le_bytes([ok[5], ok[6]]);
+        let params = u16::from_le_bytes([ok[7], ok[8]]);
+        for n in [params, columns] {
+            if n > 0 {
+                for _ in 0..=n {
+                    self.read_packet();
+                }
+            }
+        }
+        id
+    }
+
+    /// Whether the server closed the connection (EOF or reset on read).
+    fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_le_bytes();
+    let mut p = vec![len[0], len[1], len[2], seq];
+    p.extend_from_slice(payload);
+    p
+}
+
+fn logged_in(addr: SocketAddr) -> RawClient {
+    let (c, answer) = RawClient::login(addr, "root", PASSWORD);
+    assert_eq!(answer[0], 0x00, "login: {answer:?}");
+    c
+}
+
+/// COM_STMT_CLOSE (no reply) and the next command in one write: both are
+/// read from one buffer, and the second is answered.
+#[test]
+fn stmt_close_and_query_in_one_write() {
+    let dir = temp_dir("twopackets");
+    let server = Server::start(&dir, &[]);
+    let mut c = logged_in(server.addr);
+    for round in 0..20 {
+        let id = c.prepare("SELECT 1");
+        let mut close = vec![0x19];
+        close.extend_from_slice(&id.to_le_bytes());
+        let mut bytes = packet(0, &close);
+        let query = format!("\x03SELECT {round} + 1000");
+        bytes.extend_from_slice(&packet(0, query.as_bytes()));
+        c.write_raw(&bytes);
+        let first = c.read_packet();
+        let r = c.rest_of_result(first);
+        assert!(
+            contains(&r, &(round + 1000).to_string()),
+            "round {round}: {r:?}"
+        );
+    }
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Truncated and malformed COM_STMT_EXECUTE packets get an ERR; the
+/// connection and the server go on.
+#[test]
+fn malformed_stmt_execute_gets_an_error() {
+    let dir = temp_dir("badexec");
+    let server = Server::start(&dir, &[]);
+    let mut c = logged_in(server.addr);
+    let id = c.prepare("SELECT ?, ?").to_le_bytes();
+    let head = |rest: &[u8]| {
+        let mut p = vec![0x17];
+        p.extend_from_slice(&id);
+        p.extend_from_slice(&[0, 1, 0, 0, 0]);
+        p.extend_from_slice(rest);
+        p
+    };
+    let bad: Vec<Vec<u8>> = vec![
+        vec![0x17, 1],                               // truncated id
+        head(&[]),                                   // no null bitmap
+        head(&[0]),                                  // no new-params-bound flag
+        head(&[0, 1, 0xfd]),                         // types cut short
+        head(&[0, 0]),                               // no types ever sent
+        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0xfc, 0xff]), // lenenc beyond payload
+        head(&[0, 1, 0xfd, 0, 0xfd, 0, 0x05]),       // string length past end
+        head(&[0, 1, 0x08, 0, 0x08, 0, 1, 2, 3]),    // integer cut short
+        head(&[0, 1, 0x0c, 0, 0x0c, 0, 11, 1, 2]),   // datetime cut short
+        head(&[0, 1, 0x42, 0, 0x42, 0, 1, 1]),       // unknown type
+    ];
+    for (i, p) in bad.iter().enumerate() {
+        let r = c.command(p[0], &p[1..]);
+        assert_eq!(r[0][0], 0xff, "case {i}: {r:?}");
+    }
+    // A good execute with both parameters still works.
+    let mut good = head(&[0, 1, 0x08, 0, 0xfd, 0]);
+    good.extend_from_slice(&7i64.to_le_bytes());
+    good.extend_from_slice(b"\x03abc");
+    let r = c.command(good[0], &good[1..]);
+    assert!(r[0][0] != 0xff, "{r:?}");
+    assert!(contains(&r, "abc"), "{r:?}");
+    let mut other = logged_in(server.addr);
+    assert!(contains(&other.query("SELECT 4242"), "4242"));
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command larger than max_allowed_packet gets ER_NET_PACKET_TOO_LARGE
+/// and the connection is closed; before authentication too.
+#[test]
+fn packets_over_max_allowed_packet_get_1153() {
+    let dir = temp_dir("bigpacket");
+    let server = Server::start(&dir, &["--max-allowed-packet", "1M"]);
+    let mut c = logged_in(server.addr);
+    // A query just under the limit is fine.
+    let mut q = b"SELECT '".to_vec();
+    q.extend(std::iter::repeat_n(b'x', 1000 * 1000));
+    q.extend_from_slice(b"' = ''");
+    let r = c.query(std::str::from_utf8(&q).unwrap());
+    assert!(r[0][0] != 0xff, "{:?}", &r[0]);
+    // Over it: the header alone says so.
+    let mut bytes = packet(0, &[0x03]);
+    bytes[0..3].copy_from_slice(&[0x00, 0x00, 0x20]); // 2 MiB
+    bytes.extend_from_slice(&[b'x'; 1000]);
+    c.write_raw(&bytes);
+    let (code, state, _) = err(&c.read_packet());
+    assert_eq!((code, state.as_str()), (1153, "08S01"));
+    assert!(c.closed());
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Before authentication only a small packet is read: a huge handshake
+/// response gets 1153 and the connection is closed.
+#[test]
+fn huge_handshake_response_gets_1153() {
+    let dir = temp_dir("bighandshake");
+    let server = Server::start(&dir, &[]);
+    let mut c = RawClient::open(server.addr);
+    let _ = c.greeting();
+    let mut bytes = vec![0xff, 0xff, 0xff, 1];
+    bytes.extend_from_slice(&[0u8; 1000]);
+    c.write_raw(&bytes);
+    let (code, _, _) = err(&c.read_packet());
+    assert_eq!(code, 1153);
+    assert!(c.closed());
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// max_prepared_stmt_count (16382, MySQL's default) over the server: the
+/// next prepare gets 1461; closing one makes room.
+#[test]
+fn too_many_prepared_statements_get_1461() {
+    let dir = temp_dir("manystmts");
+    let server = Server::start(&dir, &[]);
+    let mut a = logged_in(server.addr);
+    let mut b = logged_in(server.addr);
+    let mut last = 0;
+    for i in 0..16382 {
+        let c = if i % 2 == 0 { &mut a } else { &mut b };
+        last = c.prepare("COMMIT");
+    }
+    let (code, state, _) = err(&a.command(0x16, b"COMMIT")[0]);
+    assert_eq!((code, state.as_str()), (1461, "42000"));
+    b.seq = 0;
+    let mut close = vec![0x19];
+    close.extend_from_slice(&last.to_le_bytes());
+    b.write_packet(&close);
+    // COM_STMT_CLOSE has no reply: a ping makes sure it was handled.
+    assert_eq!(b.command(0x0e, b"")[0][0], 0x00);
+    a.prepare("COMMIT");
+    // A connection that goes away gives its statements back.
+    drop(b);
+    let t0 = Instant::now();
+    loop {
+        let r = a.command(0x16, b"COMMIT");
+        if r[0][0] == 0x00 {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "{r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// COM_RESET_CONNECTION rolls back the open transaction and releases its
+/// row locks: another connection can then update the row.
+#[test]
+fn reset_connection_rolls_back_and_releases_locks() {
+    let dir = temp_dir("reset");
+    let server = Server::start(&dir, &[]);
+    let mut a = logged_in(server.addr);
+    for sql in [
+        "CREATE DATABASE d",
+        "CREATE TABLE d.t (id INT PRIMARY KEY, n INT)",
+        "INSERT INTO d.t VALUES (1, 10)",
+        "BEGIN",
+        "UPDATE d.t SET n = 11 WHERE id = 1",
+    ] {
+        assert_eq!(a.query(sql)[0][0], 0x00, "{sql}");
+    }
+    let id = a.prepare("SELECT 1");
+    let ok = a.command(0x1f, b"");
+    assert_eq!(ok[0][0], 0x00, "COM_RESET_CONNECTION: {ok:?}");
+    // Status flags of the OK: not in a transaction.
+    assert_eq!(ok[0][3] & 1, 0, "{ok:?}");
+    let mut b = logged_in(server.addr);
+    assert_eq!(
+        b.query("SET GLOBAL innodb_lock_wait_timeout = 1")[0][0],
+        0x00
+    );
+    let r = b.query("UPDATE d.t SET n = 12 WHERE id = 1");
+    assert_eq!(r[0][0], 0x00, "the row lock was released: {r:?}");
+    assert!(contains(&a.query("SELECT n FROM d.t WHERE id = 1"), "12"));
+    // Prepared statements are gone.
+    let mut exec = vec![];
+    exec.extend_from_slice(&id.to_le_bytes());
+    exec.extend_from_slice(&[0, 1, 0, 0, 0]);
+    let (code, _, _) = err(&a.command(0x17, &exec)[0]);
+    assert_eq!(code, 1243);
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn change_user_payload(user: &str, password: &str, salt: &[u8]) -> Vec<u8> {
+    let auth: Vec<u8> = if password.is_empty() {
+        Vec::new()
+    } else {
+        let stage1 = Sha1::digest(password.as_bytes());
+        let mask = Sha1::new()
+            .chain_update(salt)
+            .chain_update(Sha1::digest(stage1))
+            .finalize();
+        stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+    };
+    let mut p = user.as_bytes().to_vec();
+    p.push(0);
+    p.push(auth.len() as u8);
+    p.extend_from_slice(&auth);
+    p.push(0); // no database
+    p.extend_from_slice(&45u16.to_le_bytes());
+    p.extend_from_slice(b"mysql_native_password\0");
+    p
+}
+
+/// COM_CHANGE_USER checks the password: a wrong one is refused with 1045
+/// and the connection closed; the right one gets a fresh session.
+#[test]
+fn change_user_checks_the_password() {
+    let dir = temp_dir("changeuser");
+    let server = Server::start(&dir, &[]);
+    // Log in keeping the scramble.
+    let mut c = RawClient::open(server.addr);
+    let g = c.greeting();
+    let auth = {
+        let stage1 = Sha1::digest(PASSWORD.as_bytes());
+        let mask = Sha1::new()
+            .chain_update(&g.salt)
+            .chain_update(Sha1::digest(stage1))
+            .finalize();
+        stage1
+            .iter()
+            .zip(mask)
+            .map(|(a, b)| a ^ b)
+            .collect::<Vec<u8>>()
+    };
+    let caps: u32 = 0x1 | 0x200 | 0x2000 | 0x8000 | 0x8_0000;
+    let mut p = caps.to_le_bytes().to_vec();
+    p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&[0; 23]);
+    p.extend_from_slice(b"root\0");
+    p.push(20);
+    p.extend_from_slice(&auth);
+    p.extend_from_slice(b"mysql_native_password\0");
+    c.write_packet(&p);
+    assert_eq!(c.read_packet()[0], 0x00);
+    assert_eq!(c.query("BEGIN")[0][0], 0x00);
+    let ok = c.command(0x11, &change_user_payload("root", PASSWORD, &g.salt));
+    assert_eq!(ok[0][0], 0x00, "right password: {ok:?}");
+    let status = u16::from_le_bytes([ok[0][3], ok[0][4]]);
+    assert_eq!(status & 1, 0, "no transaction after the change");
+    let r = c.command(0x11, &change_user_payload("root", "wrong", &g.salt));
+    let (code, state, _) = err(&r[0]);
+    assert_eq!((code, state.as_str()), (1045, "28000"));
+    assert!(c.closed());
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Commands millrace does not implement get ER_UNKNOWN_COM_ERROR, not OK.
+#[test]
+fn unknown_commands_get_1047() {
+    let dir = temp_dir("unknowncom");
+    let server = Server::start(&dir, &[]);
+    let mut c = logged_in(server.addr);
+    for cmd in [0x04u8, 0x0d, 0x1b, 0x63, 0xfe] {
+        let (code, state, _) = err(&c.command(cmd, b"t\0")[0]);
+        assert_eq!((code, state.as_str()), (1047, "08S01"), "command {cmd:#x}");
+    }
+    assert!(contains(&c.query("SELECT 5 * 5"), "25"));
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Connections over max_connections are refused without a thread each.
+#[test]
+fn connections_over_the_limit_get_no_thread() {
+    let dir = temp_dir("nothread");
+    let server = Server::start(&dir, &["--max-connections", "1"]);
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{}/task", server.child.id()))
+            .unwrap()
+            .count()
+    };
+    let _held = logged_in(server.addr);
+    let before = threads();
+    // Connected, never answering the handshake.
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let during = threads();
+    assert!(
+        during < before + 5,
+        "{before} threads before, {during} with 40 refused connections open"
+    );
+    drop(idle);
+    let (_, answer) = RawClient::login(server.addr, "root", PASSWORD);
+    let (code, state, _) = err(&answer);
+    assert_eq!((code, state.as_str()), (1040, "08004"));
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--socket` refuses a path holding something that is not a stale socket.
+#[test]
+fn socket_path_holding_a_file_is_not_deleted() {
+    let dir = temp_dir("sockfile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("precious.txt");
+    std::fs::write(&path, "keep me").unwrap();
+    let mut child = Command::new(common::server_binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-metrics",
+            "--socket",
+        ])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env_remove("MILLRACE_ROOT_PASSWORD")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started on a path that held a regular file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a socket"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client that starts with another plugin (MySQL 8's default,
+/// caching_sha2_password) is switched to mysql_native_password; with
+/// CLIENT_DEPRECATE_EOF a result set has no EOF packets and ends with an
+/// OK packet whose header is 0xfe.
+#[test]
+fn auth_switch_and_deprecate_eof() {
+    let dir = temp_dir("authswitch");
+    let server = Server::start(&dir, &[]);
+    let mut c = RawClient::open(server.addr);
+    let _ = c.greeting();
+    // LONG_PASSWORD | PROTOCOL_41 | TRANSACTIONS | SECURE_CONNECTION |
+    // PLUGIN_AUTH | PLUGIN_AUTH_LENENC_CLIENT_DATA | DEPRECATE_EOF
+    let caps: u32 = 0x1 | 0x200 | 0x2000 | 0x8000 | 0x8_0000 | 0x20_0000 | 0x100_0000;
+    let mut p = caps.to_le_bytes().to_vec();
+    p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&[0; 23]);
+    p.extend_from_slice(b"root\0");
+    p.push(32);
+    p.extend_from_slice(&[7; 32]);
+    p.extend_from_slice(b"caching_sha2_password\0");
+    c.write_packet(&p);
+    let switch = c.read_packet();
+    assert_eq!(switch[0], 0xfe, "{switch:?}");
+    let rest = &switch[1..];
+    let nul = rest.iter().position(|&b| b == 0).unwrap();
+    assert_eq!(&rest[..nul], b"mysql_native_password");
+    let salt = &rest[nul + 1..nul + 21];
+    let stage1 = Sha1::digest(PASSWORD.as_bytes());
+    let mask = Sha1::new()
+        .chain_update(salt)
+        .chain_update(Sha1::digest(stage1))
+        .finalize();
+    let answer: Vec<u8> = stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect();
+    c.write_packet(&answer);
+    let ok = c.read_packet();
+    assert_eq!(ok[0], 0x00, "{ok:?}");
+    // SELECT 1, 'a': count, 2 columns, 1 row, OK-as-EOF.
+    c.seq = 0;
+    c.write_packet(b"\x03SELECT 1, 'a'");
+    let packets: Vec<Vec<u8>> = (0..5).map(|_| c.read_packet()).collect();
+    assert_eq!(packets[0], [2]);
+    assert_eq!(packets[3], b"\x011\x01a");
+    assert_eq!(packets[4][0], 0xfe);
+    assert!(packets[4].len() >= 7, "{:?}", packets[4]);
+    assert_eq!(c.command(0x0e, b"")[0][0], 0x00, "COM_PING");
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

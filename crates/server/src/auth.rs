@@ -1,10 +1,11 @@
-//! mysql_native_password: the server's scramble (salt), the check of a
-//! client's response against the stored SHA1(SHA1(password)), and the ERR
-//! packet a refused client gets.
+//! mysql_native_password: the server's scramble (salt) and the check of a
+//! client's response against the stored SHA1(SHA1(password)); and the
+//! back-off after failed logins (`LoginThrottle`).
 
-use millrace_errcode::ErrorCode;
 use sha1::{Digest, Sha1};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// SHA1(SHA1(password)), MySQL's stored form; `None`: the empty password.
 pub(crate) fn password_stage2(password: &str) -> Option<[u8; 20]> {
@@ -58,20 +59,61 @@ pub(crate) fn native_password_ok(stage2: Option<&[u8; 20]>, salt: &[u8], respons
         == 0
 }
 
-/// An ERR packet's payload (protocol 4.1: with the SQLSTATE).
-pub(crate) fn err_payload(code: ErrorCode, message: &str) -> Vec<u8> {
-    let mut p = vec![0xff];
-    p.extend_from_slice(&code.number().to_le_bytes());
-    p.push(b'#');
-    p.extend_from_slice(code.sqlstate().as_bytes());
-    p.extend_from_slice(message.as_bytes());
-    p
+/// Each failed login from a host adds this much to the wait before the
+/// next failure from that host is answered.
+const BACKOFF_STEP: Duration = Duration::from_millis(200);
+/// The longest wait before a failure is answered.
+const BACKOFF_MAX: Duration = Duration::from_secs(3);
+/// A host's failures are forgotten this long after its last one (or at
+/// its next successful login).
+const BACKOFF_FORGET: Duration = Duration::from_secs(600);
+/// Hosts remembered at most; when full, the oldest half is forgotten.
+const BACKOFF_HOSTS_MAX: usize = 4096;
+
+/// The wait before answering the `failures`-th failed login of a host:
+/// grows by `BACKOFF_STEP` per failure, at most `BACKOFF_MAX`. It slows a
+/// password guesser on one connection slot to one try per 3 s; the
+/// connection limit bounds how many slots one host can hold.
+pub(crate) fn backoff_delay(failures: u32) -> Duration {
+    BACKOFF_STEP.saturating_mul(failures).min(BACKOFF_MAX)
+}
+
+/// Failed logins per client host.
+#[derive(Default)]
+pub(crate) struct LoginThrottle {
+    hosts: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+impl LoginThrottle {
+    /// Records a failure; returns how long to wait before answering it.
+    pub(crate) fn failed(&self, host: &str) -> Duration {
+        let now = Instant::now();
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if hosts.len() >= BACKOFF_HOSTS_MAX && !hosts.contains_key(host) {
+            let mut ages: Vec<Instant> = hosts.values().map(|v| v.1).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            hosts.retain(|_, v| v.1 > cut);
+        }
+        let e = hosts.entry(host.to_string()).or_insert((0, now));
+        if now.duration_since(e.1) > BACKOFF_FORGET {
+            e.0 = 0;
+        }
+        e.0 = e.0.saturating_add(1);
+        e.1 = now;
+        backoff_delay(e.0)
+    }
+
+    /// A successful login forgets the host's failures.
+    pub(crate) fn succeeded(&self, host: &str) {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        hosts.remove(host);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use millrace_errcode::ER_ACCESS_DENIED_ERROR;
 
     /// What a client computes (libmariadb's ma_scramble_41).
     fn client_scramble(password: &str, salt: &[u8]) -> Vec<u8> {
@@ -109,8 +151,19 @@ mod tests {
     }
 
     #[test]
-    fn err_payload_carries_number_and_sqlstate() {
-        let p = err_payload(ER_ACCESS_DENIED_ERROR, "no");
-        assert_eq!(p, b"\xff\x15\x04#28000no");
+    fn failed_logins_back_off_per_host_up_to_a_bound() {
+        assert_eq!(backoff_delay(1), Duration::from_millis(200));
+        assert_eq!(backoff_delay(5), Duration::from_secs(1));
+        assert_eq!(backoff_delay(u32::MAX), BACKOFF_MAX);
+        let t = LoginThrottle::default();
+        assert_eq!(t.failed("a"), Duration::from_millis(200));
+        assert_eq!(t.failed("a"), Duration::from_millis(400));
+        assert_eq!(t.failed("b"), Duration::from_millis(200));
+        t.succeeded("a");
+        assert_eq!(t.failed("a"), Duration::from_millis(200));
+        for i in 0..BACKOFF_HOSTS_MAX + 10 {
+            t.failed(&format!("h{i}"));
+        }
+        assert!(t.hosts.lock().unwrap().len() <= BACKOFF_HOSTS_MAX);
     }
 }

@@ -11,6 +11,8 @@
 //! socket = "/run/millrace/millrace.sock"
 //! data_dir = "/var/lib/millrace"
 //! max_connections = 512
+//! max_allowed_packet = "64M"       # the largest command a client may send
+//! root_password_file = "/etc/millrace/root-password"   # its first line
 //! root_password = "..."            # MILLRACE_ROOT_PASSWORD wins over it
 //! metrics_listen = "127.0.0.1:9104"
 //! metrics = true
@@ -36,6 +38,10 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:3306";
 pub const DEFAULT_DATA_DIR: &str = "./millrace-data";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// MySQL 8.0's default max_allowed_packet.
+pub const DEFAULT_MAX_ALLOWED_PACKET: u64 = 64 << 20;
+/// max_allowed_packet's range in MySQL: 1 KiB to 1 GiB.
+const MAX_ALLOWED_PACKET_RANGE: std::ops::RangeInclusive<u64> = 1024..=1 << 30;
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9104";
 /// Read when `--config` is not given, if it exists.
 pub const DEFAULT_CONFIG_FILE: &str = "millrace.toml";
@@ -54,7 +60,9 @@ pub struct FileConfig {
     pub socket: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
     pub max_connections: Option<usize>,
+    pub max_allowed_packet: Option<Size>,
     pub root_password: Option<String>,
+    pub root_password_file: Option<PathBuf>,
     pub metrics_listen: Option<String>,
     pub metrics: Option<bool>,
     #[serde(default)]
@@ -118,7 +126,9 @@ pub struct Flags {
     pub socket: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
     pub max_connections: Option<usize>,
+    pub max_allowed_packet: Option<String>,
     pub root_password: Option<String>,
+    pub root_password_file: Option<PathBuf>,
     pub metrics_listen: Option<String>,
     pub no_metrics: bool,
     pub buffer_pool_size: Option<String>,
@@ -133,8 +143,12 @@ pub struct Settings {
     pub socket: Option<PathBuf>,
     pub data_dir: PathBuf,
     pub max_connections: usize,
+    /// The largest command a client may send, in bytes.
+    pub max_allowed_packet: usize,
     /// Empty: no password (loopback only).
     pub root_password: String,
+    /// The password came from `--root-password`, where `ps` shows it.
+    pub root_password_on_command_line: bool,
     /// `None`: no metrics endpoint.
     pub metrics_listen: Option<String>,
     pub engine: TrxConfig,
@@ -194,6 +208,27 @@ pub fn merge(
     if max_connections == 0 {
         return Err("max_connections must be at least 1".into());
     }
+    let max_allowed_packet = match (&flags.max_allowed_packet, &file.max_allowed_packet) {
+        (Some(f), _) => parse_size(f).map_err(|m| format!("--max-allowed-packet: {m}"))?,
+        (None, Some(s)) => s.bytes().map_err(|m| format!("max_allowed_packet: {m}"))?,
+        (None, None) => DEFAULT_MAX_ALLOWED_PACKET,
+    };
+    if !MAX_ALLOWED_PACKET_RANGE.contains(&max_allowed_packet) {
+        return Err(format!(
+            "max_allowed_packet: {} is outside 1K..1G",
+            human(max_allowed_packet)
+        ));
+    }
+    let root_password_on_command_line = flags.root_password.is_some();
+    let root_password = match (flags.root_password, flags.root_password_file) {
+        (Some(p), _) => p,
+        (None, Some(f)) => read_password_file(&f)?,
+        (None, None) => match (env_password, &file.root_password_file, file.root_password) {
+            (Some(p), _, _) => p,
+            (None, Some(f), _) => read_password_file(f)?,
+            (None, None, p) => p.unwrap_or_default(),
+        },
+    };
     let metrics_on = !flags.no_metrics && file.metrics.unwrap_or(true);
     let e = file.engine;
     let mut engine = TrxConfig::default();
@@ -291,11 +326,9 @@ pub fn merge(
             .or(file.data_dir)
             .unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
         max_connections,
-        root_password: flags
-            .root_password
-            .or(env_password)
-            .or(file.root_password)
-            .unwrap_or_default(),
+        max_allowed_packet: max_allowed_packet as usize,
+        root_password,
+        root_password_on_command_line,
         metrics_listen: metrics_on.then(|| {
             flags
                 .metrics_listen
@@ -305,6 +338,14 @@ pub fn merge(
         engine,
         engine_summary: summary.join(", "),
     })
+}
+
+/// The password in a file: its first line (without the line end). The
+/// file should be readable by the server's user only; that is not checked.
+fn read_password_file(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("root password file {}: {e}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").to_string())
 }
 
 /// Bytes as the largest binary unit that keeps one decimal.
@@ -381,6 +422,40 @@ mod tests {
         };
         let s = merge(flags, FileConfig::default(), None, Some("env".into()), None).unwrap();
         assert_eq!(s.root_password, "flag");
+        assert!(s.root_password_on_command_line);
+    }
+
+    #[test]
+    fn the_password_file_is_read_and_max_allowed_packet_bounded() {
+        let dir = std::env::temp_dir().join(format!("millrace-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("pw");
+        std::fs::write(&f, "from-file-flag\nignored\n").unwrap();
+        let flags = Flags {
+            root_password_file: Some(f.clone()),
+            max_allowed_packet: Some("1M".into()),
+            ..Flags::default()
+        };
+        let s = merge(flags, FileConfig::default(), None, Some("env".into()), None).unwrap();
+        assert_eq!(s.root_password, "from-file-flag");
+        assert!(!s.root_password_on_command_line);
+        assert_eq!(s.max_allowed_packet, 1 << 20);
+        let file = parse_file(&format!("root_password_file = {:?}", f.to_str().unwrap())).unwrap();
+        let s = merge(Flags::default(), file, None, None, None).unwrap();
+        assert_eq!(s.root_password, "from-file-flag");
+        assert_eq!(s.max_allowed_packet, DEFAULT_MAX_ALLOWED_PACKET as usize);
+        let missing = Flags {
+            root_password_file: Some(dir.join("nope")),
+            ..Flags::default()
+        };
+        let e = merge(missing, FileConfig::default(), None, None, None).unwrap_err();
+        assert!(e.contains("root password file"), "{e}");
+        let tiny = Flags {
+            max_allowed_packet: Some("10".into()),
+            ..Flags::default()
+        };
+        assert!(merge(tiny, FileConfig::default(), None, None, None).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

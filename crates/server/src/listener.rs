@@ -1,58 +1,68 @@
 //! Accepting clients: the TCP and Unix socket accept loops, the connection
-//! limit, and one OS thread per connection.
+//! limit, one OS thread per admitted connection, and the handles that stop
+//! connections at shutdown.
 //!
-//! Every connection gets its own OS thread, which runs the connection's
-//! protocol on a current-thread runtime of its own and calls its SQL
-//! session directly. Engine calls block (row locks, log flushes); blocking
-//! here stalls only this connection, never a shared async worker. An
-//! earlier design ran the protocol on shared workers and handed each
-//! command to a session thread over channels: two thread wake-ups per
-//! statement, which on 2 cores cost more than the engine did.
+//! Every admitted connection gets its own OS thread running `conn::serve`
+//! on a blocking socket: engine calls block (row locks, log flushes), and
+//! blocking here stalls only this connection. The accept loops run on the
+//! small tokio runtime of `start` (with the signal handlers and the
+//! metrics endpoint); nothing else of a connection does.
+//!
+//! The limit is checked before a thread is made: a connection over it is
+//! handed to one refuser thread (through a bounded queue; when that is full
+//! the connection is just closed), which sends the handshake, waits at
+//! most `REFUSE_WAIT` for the client's answer and replies
+//! ER_CON_COUNT_ERROR, so that clients see the usual error.
 
 use crate::auth::new_salt;
-use crate::shim::Shim;
-use crate::stmt_types::{StmtTypes, TypedReader};
-use crate::writer::ErrSwapWriter;
-use opensrv_mysql::AsyncMysqlIntermediary;
+use crate::conn::{self, linger_close};
+use crate::protocol::packet::{PacketReader, PacketWriter};
+use crate::protocol::{handshake, resultset};
+use crate::shared::{ConnCtl, Shared, Stream};
+use millrace_errcode::ER_CON_COUNT_ERROR;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Shutdown};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-/// A client must authenticate within this long (MySQL's connect_timeout).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Refused connections waiting for the refuser thread, at most.
+const REFUSE_QUEUE: usize = 64;
+/// How long the refuser waits for a refused client's handshake response.
+const REFUSE_WAIT: Duration = Duration::from_secs(1);
 
-/// What every connection shares.
-pub(crate) struct Shared {
-    pub(crate) sql: Arc<millrace_sql::Instance>,
-    /// SHA1(SHA1(password)), MySQL's stored form; `None`: empty password.
-    pub(crate) password_stage2: Option<[u8; 20]>,
-    pub(crate) max_connections: usize,
-    pub(crate) connections: AtomicUsize,
-    pub(crate) next_id: AtomicU32,
-    pub(crate) shutdown: watch::Receiver<bool>,
-    /// Every connection task and session thread holds a clone; shutdown
-    /// waits for all of them to be dropped.
-    pub(crate) alive: mpsc::Sender<()>,
+/// Checks the path given to `--socket`: nothing there, or a stale socket
+/// (a socket nobody answers on), which is removed. Anything else (a live
+/// server's socket, a file, a directory) is an error and is left alone.
+pub(crate) fn prepare_socket_path(path: &Path) -> Result<(), String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(format!(
+            "{}: exists and is not a socket; not replacing it",
+            path.display()
+        ));
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(format!(
+            "{}: another server is listening there",
+            path.display()
+        ));
+    }
+    std::fs::remove_file(path)
+        .map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))
 }
 
-/// Binds the Unix socket, replacing a stale socket file left by a server
-/// that died, but not one a live server answers on.
+/// Binds the Unix socket (see `prepare_socket_path`).
 pub(crate) fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(format!(
-                "{}: another server is listening there",
-                path.display()
-            ));
-        }
-        let _ = std::fs::remove_file(path);
-    }
+    prepare_socket_path(path)?;
     tokio::net::UnixListener::bind(path)
         .map_err(|e| format!("listening on {}: {e}", path.display()))
 }
@@ -63,9 +73,9 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
-    /// The next connection, as a std socket: it is registered again on its
-    /// own thread's runtime (`spawn_connection`).
-    async fn accept(&self) -> io::Result<Accepted> {
+    /// The next connection, as a blocking std socket, with the client's
+    /// host name.
+    async fn accept(&self) -> io::Result<(Stream, String)> {
         match self {
             Listener::Tcp(l) => {
                 let (stream, peer) = l.accept().await?;
@@ -76,9 +86,15 @@ impl Listener {
                         .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
                     ip => ip.to_string(),
                 };
-                Ok(Accepted::Tcp(stream.into_std()?, host))
+                let s = stream.into_std()?;
+                s.set_nonblocking(false)?;
+                Ok((Stream::Tcp(s), host))
             }
-            Listener::Unix(l) => Ok(Accepted::Unix(l.accept().await?.0.into_std()?)),
+            Listener::Unix(l) => {
+                let s = l.accept().await?.0.into_std()?;
+                s.set_nonblocking(false)?;
+                Ok((Stream::Unix(s), "localhost".into()))
+            }
         }
     }
 }
@@ -91,7 +107,7 @@ pub(crate) async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
             _ = stopping(&mut shutdown) => return,
         };
         match accepted {
-            Ok(a) => spawn_connection(a, shared.clone()),
+            Ok((stream, host)) => admit(stream, host, &shared),
             Err(e) => accept_failed(e).await,
         }
     }
@@ -108,130 +124,106 @@ async fn accept_failed(e: io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-/// Holds one of `max_connections` slots.
-struct Slot(Arc<Shared>);
+/// Holds one of `max_connections` slots and the connection's entry in
+/// `live`.
+struct Slot {
+    shared: Arc<Shared>,
+    id: u32,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+        self.shared
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+        self.shared.connections.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// A connection the accept loop has taken, with the client's host name.
-enum Accepted {
-    Tcp(std::net::TcpStream, String),
-    Unix(std::os::unix::net::UnixStream),
-}
-
-/// Starts the connection's own thread (see the module's comment). If the
-/// thread cannot be started the stream is dropped: the client sees the
-/// connection closed, and the server goes on.
-fn spawn_connection(accepted: Accepted, shared: Arc<Shared>) {
+/// Admits a connection under the limit (its own thread), or refuses it
+/// without a thread of its own.
+fn admit(stream: Stream, host: String, shared: &Arc<Shared>) {
+    let n = shared.connections.fetch_add(1, Ordering::SeqCst);
+    if n >= shared.max_connections {
+        shared.connections.fetch_sub(1, Ordering::SeqCst);
+        match shared.refuser.try_send(stream) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(s)) => s.shutdown(Shutdown::Both),
+        }
+        return;
+    }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let ctl = match stream.try_clone() {
+        Ok(clone) => Arc::new(ConnCtl::new(clone)),
+        Err(e) => {
+            shared.connections.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(id, error = %e, "could not clone a connection's socket");
+            return;
+        }
+    };
+    shared
+        .live
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, ctl.clone());
+    let slot = Slot {
+        shared: shared.clone(),
+        id,
+    };
+    let alive = shared.alive.clone();
     let started = std::thread::Builder::new()
         .name(format!("millrace-conn-{id}"))
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::warn!(id, error = %e, "could not start a connection's runtime");
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                // Registering the socket with this thread's reactor needs
-                // the runtime, so it happens here and not in the acceptor.
-                let registered = match accepted {
-                    Accepted::Tcp(s, host) => tokio::net::TcpStream::from_std(s).map(|s| {
-                        let (r, w) = s.into_split();
-                        Box::pin(connection(id, r, w, host, shared))
-                            as Pin<Box<dyn std::future::Future<Output = ()>>>
-                    }),
-                    Accepted::Unix(s) => tokio::net::UnixStream::from_std(s).map(|s| {
-                        let (r, w) = s.into_split();
-                        Box::pin(connection(id, r, w, "localhost".into(), shared))
-                            as Pin<Box<dyn std::future::Future<Output = ()>>>
-                    }),
-                };
-                match registered {
-                    Ok(conn) => conn.await,
-                    Err(e) => tracing::warn!(id, error = %e, "could not register a connection"),
-                }
-            });
+            let _alive = alive;
+            let shared = slot.shared.clone();
+            conn::serve(id, stream, host, &shared, &ctl);
+            drop(slot);
         });
     if let Err(e) = started {
+        // The closure (and with it the slot and the stream) was dropped.
         tracing::warn!(id, error = %e, "could not start a connection thread");
     }
 }
 
-async fn connection<R, W>(id: u32, reader: R, writer: W, host: String, shared: Arc<Shared>)
-where
-    R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin,
-{
-    let _alive = shared.alive.clone();
-    let n = shared.connections.fetch_add(1, Ordering::SeqCst);
-    let slot = Slot(shared.clone());
-    // Over the limit the handshake still runs, so that the error reaches the
-    // client as an ordinary protocol error (with its SQLSTATE), but
-    // authentication then fails with ER_CON_COUNT_ERROR.
-    let over_limit = n >= shared.max_connections;
-    let err_swap = Arc::new(Mutex::new(None));
-    let authed = Arc::new(AtomicBool::new(false));
-    let busy = Arc::new(AtomicBool::new(false));
-    let stmt_types = Arc::new(Mutex::new(StmtTypes::default()));
-    let reader = TypedReader::new(reader, stmt_types.clone());
-    let shim = Shim {
-        stmt_types,
-        sql: shared.sql.clone(),
-        password_stage2: shared.password_stage2,
-        conn_id: id,
-        salt: new_salt(),
-        host,
-        over_limit,
-        err_swap: err_swap.clone(),
-        authed: authed.clone(),
-        busy: busy.clone(),
-        user: Mutex::new(String::new()),
-        session: None,
-    };
-    let writer = ErrSwapWriter::new(writer, err_swap);
-    let run = AsyncMysqlIntermediary::run_on(shim, reader, writer);
-    tokio::pin!(run);
-    let mut shutdown = shared.shutdown.clone();
-    let connect_deadline = tokio::time::sleep(CONNECT_TIMEOUT);
-    tokio::pin!(connect_deadline);
-    let result = loop {
-        tokio::select! {
-            r = &mut run => break r,
-            _ = &mut connect_deadline, if !authed.load(Ordering::SeqCst) => {
-                if !authed.load(Ordering::SeqCst) {
-                    break Err(io::Error::new(io::ErrorKind::TimedOut, "no handshake in time"));
-                }
+/// Starts the refuser thread; connections over the limit are sent to it.
+pub(crate) fn start_refuser(next_id: Arc<AtomicU32>) -> SyncSender<Stream> {
+    let (tx, rx) = sync_channel::<Stream>(REFUSE_QUEUE);
+    let started = std::thread::Builder::new()
+        .name("millrace-refuser".into())
+        .spawn(move || {
+            let mut reader = PacketReader::new();
+            let mut buf = Vec::new();
+            for mut s in rx {
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                refuse(&mut s, id, &mut reader, &mut buf);
+                reader = PacketReader::new();
             }
-            _ = stopping(&mut shutdown) => {
-                // Let the command in progress (if any) finish and its reply
-                // go out; the server's drain timeout bounds this.
-                while busy.load(Ordering::SeqCst) {
-                    tokio::select! {
-                        r = &mut run => return log_end(id, r),
-                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                    }
-                }
-                break Ok(());
-            }
-        }
-    };
-    drop(slot);
-    log_end(id, result);
+        });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "could not start the refuser thread");
+    }
+    tx
 }
 
-fn log_end(id: u32, result: io::Result<()>) {
-    match result {
-        Ok(()) => tracing::debug!(id, "connection closed"),
-        Err(e) => tracing::debug!(id, error = %e, "connection ended"),
+/// Handshake, the client's answer (bounded in size and time), then
+/// ER_CON_COUNT_ERROR.
+fn refuse(s: &mut Stream, id: u32, reader: &mut PacketReader, buf: &mut Vec<u8>) {
+    let _ = s.set_read_timeout(Some(REFUSE_WAIT));
+    let _ = s.set_write_timeout(Some(REFUSE_WAIT));
+    let mut w = PacketWriter::new();
+    handshake::greeting(w.begin(), id, millrace_sql::SERVER_VERSION, &new_salt(), 0);
+    w.end();
+    if w.flush(s).is_err() {
+        return;
     }
+    let seq = reader
+        .read_message(s, buf, conn::HANDSHAKE_LIMIT_BYTES)
+        .unwrap_or(1);
+    w.seq = seq.wrapping_add(1);
+    resultset::err(w.begin(), ER_CON_COUNT_ERROR, "Too many connections");
+    w.end();
+    let _ = w.flush(s);
+    linger_close(s);
 }

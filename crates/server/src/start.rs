@@ -9,8 +9,9 @@
 
 use crate::auth::password_stage2;
 use crate::config::{self, Flags, Settings};
-use crate::listener::{accept_loop, bind_unix, Listener, Shared};
+use crate::listener::{accept_loop, bind_unix, start_refuser, Listener};
 use crate::metrics_http;
+use crate::shared::{Shared, MAX_PREPARED_STMT_COUNT};
 use clap::Args;
 use millrace_io::FsStorage;
 use millrace_metrics::Registry;
@@ -18,7 +19,7 @@ use millrace_sys::cpu::{CpuBudget, CpuProbe};
 use millrace_trx::Engine;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -55,11 +56,19 @@ pub struct ServeArgs {
     /// Most client connections at once; more get error 1040 [default: 512].
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
-    /// The password of user `root` (else $MILLRACE_ROOT_PASSWORD, else the
-    /// config file, else empty; an empty password allows loopback and Unix
-    /// socket only).
+    /// The password of user `root` (else --root-password-file, else
+    /// $MILLRACE_ROOT_PASSWORD, else the config file, else empty; an empty
+    /// password allows loopback and Unix socket only). Other users see it
+    /// in `ps`: prefer the environment or a file.
     #[arg(long, value_name = "PASSWORD")]
     root_password: Option<String>,
+    /// Read the password of user `root` from the first line of this file.
+    #[arg(long, value_name = "PATH")]
+    root_password_file: Option<PathBuf>,
+    /// The largest command a client may send, e.g. 16M; a larger one gets
+    /// error 1153 and the connection is closed [default: 64M].
+    #[arg(long, value_name = "SIZE")]
+    max_allowed_packet: Option<String>,
     /// Prometheus text metrics at http://ADDR/metrics (loopback only)
     /// [default: 127.0.0.1:9104].
     #[arg(long, value_name = "ADDR:PORT")]
@@ -80,7 +89,9 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         socket: args.socket,
         data_dir: args.data_dir,
         max_connections: args.max_connections,
+        max_allowed_packet: args.max_allowed_packet,
         root_password: args.root_password,
+        root_password_file: args.root_password_file,
         metrics_listen: args.metrics_listen,
         no_metrics: args.no_metrics,
         buffer_pool_size: args.buffer_pool_size,
@@ -90,6 +101,12 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         std::env::var("MILLRACE_ROOT_PASSWORD").ok(),
         millrace_sys::mem::available_memory_bytes(),
     )?;
+    if settings.root_password_on_command_line {
+        eprintln!(
+            "warning: --root-password is visible to other users of this machine (ps); \
+             use MILLRACE_ROOT_PASSWORD or --root-password-file"
+        );
+    }
     let password = settings.root_password.clone();
     let addr = settings
         .listen
@@ -203,14 +220,25 @@ async fn serve(
     let registry = sql.engine().registry().clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive, mut all_gone) = mpsc::channel::<()>(1);
+    // Refused connections take ids from a range of their own: they never
+    // get a session.
+    let refuser = start_refuser(Arc::new(AtomicU32::new(1 << 31)));
     let shared = Arc::new(Shared {
         sql,
         password_stage2: password_stage2(&password),
         max_connections: args.max_connections,
+        max_allowed_packet: args.max_allowed_packet,
         connections: AtomicUsize::new(0),
         next_id: AtomicU32::new(1),
+        prepared: AtomicUsize::new(0),
+        max_prepared: MAX_PREPARED_STMT_COUNT,
+        questions: AtomicU64::new(0),
+        started: Instant::now(),
+        logins: Default::default(),
+        live: Default::default(),
         shutdown: shutdown_rx,
         alive,
+        refuser,
     });
 
     let pw = if password.is_empty() { "" } else { " -p" };
@@ -237,6 +265,7 @@ async fn serve(
     signals.wait().await;
     say!("stopping: no new connections, waiting for running commands");
     let _ = shutdown_tx.send(true);
+    shared.stop_connections();
     drop(shared);
     if tokio::time::timeout(DRAIN_TIMEOUT, all_gone.recv())
         .await

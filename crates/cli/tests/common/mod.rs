@@ -26,7 +26,7 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_millrace"))
+        let mut child = Command::new(server_binary())
             .args([
                 "serve",
                 "--listen",
@@ -106,6 +106,12 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `millrace` binary under test: this build's, or $MILLRACE_TEST_BIN
+/// (to check that a new test fails against an older build).
+pub fn server_binary() -> std::ffi::OsString {
+    std::env::var_os("MILLRACE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_millrace").into())
 }
 
 /// Whether `cmd --version` runs.
