@@ -1059,3 +1059,73 @@ fn auth_switch_and_deprecate_eof() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The connection id of a logged-in client (SELECT CONNECTION_ID()).
+fn connection_id(c: &mut RawClient) -> u32 {
+    let r = c.query("SELECT CONNECTION_ID()");
+    // Column count, column, EOF, row, EOF: the row is one lenenc string.
+    let row = &r[3];
+    let text = std::str::from_utf8(&row[1..1 + usize::from(row[0])]).unwrap();
+    text.parse().unwrap()
+}
+
+/// KILL QUERY over the wire stops a statement waiting for a row lock (1317)
+/// and leaves its connection usable; COM_PROCESS_KILL (KILL CONNECTION)
+/// closes an idle connection.
+#[test]
+fn kill_query_and_kill_connection_over_the_wire() {
+    let dir = temp_dir("kill");
+    let server = Server::start(&dir, &[]);
+    let mut a = logged_in(server.addr);
+    for sql in [
+        "CREATE DATABASE d",
+        "CREATE TABLE d.t (id INT PRIMARY KEY, n INT)",
+        "INSERT INTO d.t VALUES (1, 10)",
+        "BEGIN",
+        "UPDATE d.t SET n = 11 WHERE id = 1",
+    ] {
+        assert_eq!(a.query(sql)[0][0], 0x00, "{sql}");
+    }
+    let mut b = logged_in(server.addr);
+    b.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let b_id = connection_id(&mut b);
+    let waiter = std::thread::spawn(move || {
+        let r = b.query("UPDATE d.t SET n = 12 WHERE id = 1");
+        (b, r)
+    });
+    let mut c = logged_in(server.addr);
+    std::thread::sleep(Duration::from_millis(300));
+    let killed_at = Instant::now();
+    assert_eq!(c.query(&format!("KILL QUERY {b_id}"))[0][0], 0x00);
+    let (mut b, r) = waiter.join().unwrap();
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the lock wait ended by the kill, not its timeout"
+    );
+    assert_eq!(err(&r[0]).0, 1317, "{r:?}");
+    assert_eq!(b.query("SELECT 1")[0][0], 0x01, "b is still connected");
+    // COM_PROCESS_KILL: the idle connection b is closed.
+    let ok = c.command(0x0c, &b_id.to_le_bytes());
+    assert_eq!(ok[0][0], 0x00, "COM_PROCESS_KILL: {ok:?}");
+    b.stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match b.stream.read(&mut byte) {
+        Ok(0) => {}
+        Err(e)
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("b's connection was not closed by the kill: {other:?}"),
+    }
+    // An unknown id.
+    let r = c.query("KILL 999999");
+    assert_eq!(err(&r[0]).0, 1094, "{r:?}");
+    let (status, _) = server.stop();
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

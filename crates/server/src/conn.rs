@@ -26,6 +26,7 @@ use millrace_sql::{ConnInfo, Output, Session, SqlError};
 use std::io::{self, Read};
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A client must authenticate within this long (MySQL's connect_timeout).
@@ -39,7 +40,7 @@ const LINGER: Duration = Duration::from_millis(200);
 const LINGER_BYTES: usize = 1 << 20;
 
 /// Runs the connection until the client quits, fails, or is stopped.
-pub(crate) fn serve(id: u32, stream: Stream, host: String, shared: &Shared, ctl: &ConnCtl) {
+pub(crate) fn serve(id: u32, stream: Stream, host: String, shared: &Shared, ctl: &Arc<ConnCtl>) {
     let mut c = Conn {
         id,
         shared,
@@ -82,7 +83,7 @@ pub(crate) fn linger_close(s: &mut Stream) {
 struct Conn<'a> {
     id: u32,
     shared: &'a Shared,
-    ctl: &'a ConnCtl,
+    ctl: &'a Arc<ConnCtl>,
     stream: Stream,
     reader: PacketReader,
     writer: PacketWriter,
@@ -291,7 +292,13 @@ impl Conn<'_> {
             user,
             host: self.host.clone(),
         };
-        self.session = Some(Session::new(self.shared.sql.clone(), conn));
+        let mut session = Session::new(self.shared.sql.clone(), conn);
+        // KILL CONNECTION from another session: stop this connection (at
+        // once if idle, else after the reply to the command it runs, which
+        // the kill interrupts).
+        let ctl = Arc::clone(self.ctl);
+        session.set_disconnect_hook(Box::new(move || ctl.stop()));
+        self.session = Some(session);
     }
 
     fn session_mut(&mut self) -> &mut Session {
