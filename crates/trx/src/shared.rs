@@ -184,6 +184,11 @@ impl Engine {
     pub(crate) fn fail(&self, why: String) -> TrxError {
         if self.failed.set(why.clone()).is_ok() {
             tracing::error!(reason = %why, "the transaction engine stopped; restart to recover");
+            // One stopped state for the whole engine: the log refuses
+            // appends and the buffer pool refuses to flush from here on, so
+            // nothing written after the failure reaches the files; the next
+            // open recovers from the redo log.
+            self.store.log().fail(&why);
             self.locks.cancel_all();
             self.wake_purge();
         }
@@ -194,6 +199,12 @@ impl Engine {
     pub(crate) fn check_alive(&self) -> Result<(), TrxError> {
         match self.failed.get() {
             Some(why) => Err(TrxError::EngineFailed(why.clone())),
+            // The store stopped on its own (a page write or fsync failed, a
+            // mini-transaction was abandoned): the engine stops with it.
+            None if self.store.log().is_failed() => {
+                let why = self.store.failure().unwrap_or_else(|| "the log failed".into());
+                Err(self.fail(why))
+            }
             None => Ok(()),
         }
     }
