@@ -118,7 +118,10 @@ fn panic_then_drop() {
     drop(other);
     // A stopped engine writes nothing more, also at shutdown (its log and
     // buffer pool stopped with it).
-    assert!(e.shutdown().is_err(), "a stopped engine's shutdown flushes nothing");
+    assert!(
+        e.shutdown().is_err(),
+        "a stopped engine's shutdown flushes nothing"
+    );
     drop(e);
 
     // The next open, on what was durable, rolls back both unfinished

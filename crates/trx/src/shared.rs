@@ -202,7 +202,10 @@ impl Engine {
             // The store stopped on its own (a page write or fsync failed, a
             // mini-transaction was abandoned): the engine stops with it.
             None if self.store.log().is_failed() => {
-                let why = self.store.failure().unwrap_or_else(|| "the log failed".into());
+                let why = self
+                    .store
+                    .failure()
+                    .unwrap_or_else(|| "the log failed".into());
                 Err(self.fail(why))
             }
             None => Ok(()),
