@@ -36,6 +36,9 @@ pub struct Options {
     pub dictionary: Vec<Vec<u8>>,
     /// Stack of the thread the target runs on.
     pub stack_bytes: usize,
+    /// Offsets where headers live: a quarter of the byte-level edits land
+    /// within 64 bytes after one of them instead of anywhere.
+    pub focus: Vec<usize>,
 }
 
 impl Options {
@@ -47,7 +50,13 @@ impl Options {
             max_len: 1 << 16,
             dictionary: Vec::new(),
             stack_bytes: 8 << 20,
+            focus: Vec::new(),
         }
+    }
+
+    pub fn focus(mut self, offsets: &[usize]) -> Self {
+        self.focus = offsets.to_vec();
+        self
     }
 
     pub fn dictionary<S: AsRef<[u8]>>(mut self, tokens: &[S]) -> Self {
@@ -182,12 +191,14 @@ where
         let report = report.clone();
         let dictionary = opts.dictionary.clone();
         let max_len = opts.max_len;
+        let focus = opts.focus.clone();
         let deadline = t0 + max_time;
         std::thread::Builder::new()
             .name(format!("fuzz-{name}"))
             .stack_size(opts.stack_bytes)
             .spawn(move || {
                 let mut mutator = Mutator::new(seed, dictionary, max_len);
+                mutator.focus = focus;
                 let mut run_one = |input: &[u8], origin: &str| -> bool {
                     *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = input.to_vec();
                     shared
@@ -307,11 +318,12 @@ fn load_corpus(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Values that sit on boundaries decoders get wrong: zero, one, sign bits,
-/// all ones, lengths around page and block sizes.
+/// all ones, lengths around page and block sizes, huge values that are
+/// still block-aligned (so they pass alignment checks and reach arithmetic).
 const INTERESTING: &[u64] = &[
     0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xfffe, 0xffff, 0x1_0000, 4095, 4096,
     16383, 16384, 32768, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, 0xffff_ffff, 1 << 32,
-    i64::MAX as u64, u64::MAX,
+    1 << 40, 1 << 63, i64::MAX as u64, u64::MAX - 4095, u64::MAX - 1, u64::MAX,
 ];
 
 /// The mutation engine: stacked byte-level and token-level edits, all drawn
@@ -320,6 +332,8 @@ pub struct Mutator {
     pub rng: SplitMix64,
     dictionary: Vec<Vec<u8>>,
     max_len: usize,
+    /// See [`Options::focus`].
+    pub focus: Vec<usize>,
 }
 
 impl Mutator {
@@ -328,11 +342,24 @@ impl Mutator {
             rng: SplitMix64::new(seed),
             dictionary,
             max_len: max_len.max(1),
+            focus: Vec::new(),
         }
     }
 
     fn pick(&mut self, n: usize) -> usize {
         self.rng.below(n.max(1) as u64) as usize
+    }
+
+    /// A position in `0..n`, near a focus offset a quarter of the time.
+    fn pos(&mut self, n: usize) -> usize {
+        if !self.focus.is_empty() && self.rng.chance(1, 4) {
+            let i = self.pick(self.focus.len());
+            let f = self.focus[i] + self.pick(64);
+            if f < n {
+                return f;
+            }
+        }
+        self.pick(n)
     }
 
     /// A random chunk of `b`: (start, len), len >= 1 unless `b` is empty.
@@ -359,11 +386,11 @@ impl Mutator {
         let ops = if self.dictionary.is_empty() { 10 } else { 13 };
         match self.rng.below(ops) {
             0 if !b.is_empty() => {
-                let i = self.pick(b.len());
+                let i = self.pos(b.len());
                 b[i] ^= 1 << self.rng.below(8);
             }
             1 if !b.is_empty() => {
-                let i = self.pick(b.len());
+                let i = self.pos(b.len());
                 b[i] = self.rng.next_u64() as u8;
             }
             2 => {
@@ -395,7 +422,7 @@ impl Mutator {
             5 if !b.is_empty() => {
                 // Small arithmetic on a u8/u16/u32 (lengths off by a few).
                 let width = 1usize << self.rng.below(3);
-                let at = self.pick(b.len().saturating_sub(width - 1).max(1));
+                let at = self.pos(b.len().saturating_sub(width - 1).max(1));
                 let end = (at + width).min(b.len());
                 let mut v = [0u8; 8];
                 v[..end - at].copy_from_slice(&b[at..end]);
@@ -462,7 +489,7 @@ impl Mutator {
 
     /// Lays `piece` over `b` at a random place, growing `b` if it runs off the end.
     fn overwrite(&mut self, b: &mut Vec<u8>, piece: &[u8]) {
-        let at = self.pick(b.len() + 1);
+        let at = self.pos(b.len() + 1);
         if at + piece.len() > b.len() {
             b.resize(at + piece.len(), 0);
         }
