@@ -19,6 +19,12 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Removes the file at `name`; the removal is durable when this returns.
     fn remove(&self, name: &str) -> io::Result<()>;
+
+    /// Names (without the directory) of the files directly in directory
+    /// `dir`, sorted; empty when there is no such directory. Lets a reader
+    /// go by the files that exist rather than by a count read from a
+    /// possibly damaged header.
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
 }
 
 /// One open file. All access is positional, so a file can be shared between threads without

@@ -287,3 +287,16 @@ fn aligned_buf_is_aligned_zeroed_and_owned() {
 fn aligned_buf_rejects_non_power_of_two_alignment() {
     AlignedBuf::zeroed(100, 3);
 }
+
+#[test]
+fn fs_list_names_the_files_of_one_directory() {
+    let dir = TempDir::new("list");
+    let storage = FsStorage::new(dir.path(), false).unwrap();
+    assert!(storage.list("spaces").unwrap().is_empty(), "no directory yet");
+    for name in ["spaces/b", "spaces/a", "spaces/sub/c", "other"] {
+        storage.open(name, true).unwrap();
+    }
+    assert_eq!(storage.list("spaces").unwrap(), ["a", "b"]);
+    assert_eq!(storage.list("spaces/sub").unwrap(), ["c"]);
+    assert!(storage.list("../x").is_err(), "names outside the root");
+}

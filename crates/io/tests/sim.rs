@@ -454,3 +454,16 @@ fn sim_storage_is_shareable_across_threads() {
         assert_eq!(image.file_bytes(&format!("t{t}")).unwrap().len(), 8000);
     }
 }
+
+#[test]
+fn sim_list_names_the_files_of_one_directory() {
+    let sim = SimStorage::new();
+    assert!(sim.list("spaces").unwrap().is_empty());
+    for name in ["spaces/b", "spaces/a", "spaces/sub/c", "spacesx/d", "other"] {
+        sim.open(name, true).unwrap();
+    }
+    assert_eq!(sim.list("spaces").unwrap(), ["a", "b"]);
+    assert_eq!(sim.list("./spaces/sub").unwrap(), ["c"]);
+    sim.remove("spaces/a").unwrap();
+    assert_eq!(sim.list("spaces").unwrap(), ["b"]);
+}
