@@ -199,6 +199,7 @@ where
             .spawn(move || {
                 let mut mutator = Mutator::new(seed, dictionary, max_len);
                 mutator.focus = focus;
+                let mut seen = std::collections::HashSet::new();
                 let mut run_one = |input: &[u8], origin: &str| -> bool {
                     *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = input.to_vec();
                     shared
@@ -210,30 +211,33 @@ where
                     let took = start.elapsed();
                     shared.running.store(false, Ordering::Release);
                     shared.inputs.fetch_add(1, Ordering::Relaxed);
-                    let failure = match result {
+                    let (kind, what) = match result {
                         Err(payload) => {
                             let msg = payload
                                 .downcast_ref::<&str>()
                                 .map(|s| s.to_string())
                                 .or_else(|| payload.downcast_ref::<String>().cloned())
                                 .unwrap_or_else(|| "(non-string panic)".into());
-                            Some(report("panic", &msg, input, origin))
+                            ("panic", msg)
                         }
-                        Ok(()) if took > hang_limit => Some(report(
+                        Ok(()) if took > hang_limit => (
                             "hang",
-                            &format!("took {took:?}, the bound is {hang_limit:?}"),
-                            input,
-                            origin,
-                        )),
-                        Ok(()) => None,
+                            format!("took {took:?}, the bound is {hang_limit:?}"),
+                        ),
+                        Ok(()) => return true,
                     };
-                    match failure {
-                        Some(f) => {
-                            shared.failures.lock().unwrap_or_else(|e| e.into_inner()).push(f);
-                            keep_going
-                        }
-                        None => true,
+                    // One report per kind of failure: the message without
+                    // its numbers (positions, lengths, durations).
+                    let key: String = format!("{kind} {what}")
+                        .chars()
+                        .filter(|c| !c.is_ascii_digit())
+                        .take(80)
+                        .collect();
+                    if seen.insert(key) {
+                        let f = report(kind, &what, input, origin);
+                        shared.failures.lock().unwrap_or_else(|e| e.into_inner()).push(f);
                     }
+                    keep_going
                 };
                 let mut go = true;
                 for (file, bytes) in &corpus {
@@ -417,7 +421,12 @@ impl Mutator {
                 } else {
                     v.to_le_bytes()[..width].to_vec()
                 };
-                self.overwrite(b, &bytes);
+                // Fields sit at aligned offsets half the time.
+                let mut at = self.pos(b.len() + 1);
+                if self.rng.chance(1, 2) {
+                    at -= at % width;
+                }
+                self.overwrite_at(b, at, &bytes);
             }
             5 if !b.is_empty() => {
                 // Small arithmetic on a u8/u16/u32 (lengths off by a few).
@@ -490,6 +499,10 @@ impl Mutator {
     /// Lays `piece` over `b` at a random place, growing `b` if it runs off the end.
     fn overwrite(&mut self, b: &mut Vec<u8>, piece: &[u8]) {
         let at = self.pos(b.len() + 1);
+        self.overwrite_at(b, at, piece);
+    }
+
+    fn overwrite_at(&mut self, b: &mut Vec<u8>, at: usize, piece: &[u8]) {
         if at + piece.len() > b.len() {
             b.resize(at + piece.len(), 0);
         }
