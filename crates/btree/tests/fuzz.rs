@@ -125,7 +125,14 @@ fn seed_pages() -> Vec<(&'static str, Vec<u8>)> {
         for i in 0..n {
             let key = format!("key{i:04}");
             let value = format!("value-{}", "x".repeat(i % 7));
-            assert!(node::insert(&mut p, i, key.as_bytes(), value.as_bytes(), 5, 6));
+            assert!(node::insert(
+                &mut p,
+                i,
+                key.as_bytes(),
+                value.as_bytes(),
+                5,
+                6
+            ));
         }
         if del && n > 2 {
             node::delete(&mut p, 1);
@@ -144,7 +151,14 @@ fn seed_pages() -> Vec<(&'static str, Vec<u8>)> {
     node::init(&mut p, 1, 42, true);
     for i in 0..10u32 {
         let key = format!("sep{i:03}");
-        assert!(node::insert(&mut p, i as usize, key.as_bytes(), &(100 + i).to_le_bytes(), 0, 0));
+        assert!(node::insert(
+            &mut p,
+            i as usize,
+            key.as_bytes(),
+            &(100 + i).to_le_bytes(),
+            0,
+            0
+        ));
     }
     bufpage::seal(&mut p);
     seeds.push(("internal-4k", p));

@@ -421,7 +421,9 @@ impl Storage for SimStorage {
             .names
             .range(prefix.clone()..)
             .take_while(|(name, _)| name.starts_with(&prefix))
-            .filter_map(|(name, _)| Some(name[prefix.len()..].to_string()).filter(|n| !n.contains('/')))
+            .filter_map(|(name, _)| {
+                Some(name[prefix.len()..].to_string()).filter(|n| !n.contains('/'))
+            })
             .collect())
     }
 

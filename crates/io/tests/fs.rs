@@ -292,7 +292,10 @@ fn aligned_buf_rejects_non_power_of_two_alignment() {
 fn fs_list_names_the_files_of_one_directory() {
     let dir = TempDir::new("list");
     let storage = FsStorage::new(dir.path(), false).unwrap();
-    assert!(storage.list("spaces").unwrap().is_empty(), "no directory yet");
+    assert!(
+        storage.list("spaces").unwrap().is_empty(),
+        "no directory yet"
+    );
     for name in ["spaces/b", "spaces/a", "spaces/sub/c", "other"] {
         storage.open(name, true).unwrap();
     }

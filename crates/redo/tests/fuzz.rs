@@ -9,9 +9,7 @@
 
 use millrace_io::{SimStorage, Storage};
 use millrace_metrics::Registry;
-use millrace_redo::format::{
-    Checkpoint, FileHeader, RecordHeader, BLOCK, DATA_OFFSET,
-};
+use millrace_redo::format::{Checkpoint, FileHeader, RecordHeader, BLOCK, DATA_OFFSET};
 use millrace_redo::{Durability, Log, LogConfig, WriterThreads};
 use millrace_sys::cpu::{CpuBudget, CpuSnapshot};
 use millrace_sys::fuzz::{corpus_dir, fuzz_target_with, write_seeds, Options};
@@ -46,7 +44,12 @@ fn open_image(image: &[u8]) {
     drop(f);
     let mut records = 0u64;
     let opened = Log::open(&s, cfg, cpu(), &Registry::new(), &mut |r| {
-        assert!(r.start_lsn < r.end_lsn, "record {}..{}", r.start_lsn, r.end_lsn);
+        assert!(
+            r.start_lsn < r.end_lsn,
+            "record {}..{}",
+            r.start_lsn,
+            r.end_lsn
+        );
         records += 1;
         if r.payload.first() == Some(&0xEE) {
             return Err("refused".into());
@@ -127,7 +130,12 @@ fn fix_checksums(img: &mut [u8]) {
         let Some(h) = RecordHeader::decode(&head, (capacity / 4) as u32) else {
             return;
         };
-        let payload = read_circ(img, lsn + RecordHeader::LEN as u64, h.len as usize, capacity);
+        let payload = read_circ(
+            img,
+            lsn + RecordHeader::LEN as u64,
+            h.len as usize,
+            capacity,
+        );
         write_circ(img, lsn, &h.encode(&payload), capacity);
         lsn += RecordHeader::LEN as u64 + h.len as u64;
     }

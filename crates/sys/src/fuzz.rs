@@ -154,7 +154,8 @@ where
         env_u64("MILLRACE_FUZZ_ITERS").unwrap_or(opts.iters)
     };
     let max_time = secs.map_or(opts.max_time, Duration::from_secs);
-    let hang_limit = env_u64("MILLRACE_FUZZ_HANG_MS").map_or(opts.hang_limit, Duration::from_millis);
+    let hang_limit =
+        env_u64("MILLRACE_FUZZ_HANG_MS").map_or(opts.hang_limit, Duration::from_millis);
     let keep_going = std::env::var("MILLRACE_FUZZ_KEEP_GOING").as_deref() == Ok("1");
     let crash_dir = std::env::var_os("MILLRACE_FUZZ_CRASH_DIR")
         .map_or_else(|| std::env::temp_dir().join("millrace-fuzz"), PathBuf::from)
@@ -175,7 +176,10 @@ where
             let path = crash_dir.join(format!("crash-{:016x}", fnv(input)));
             let saved = std::fs::create_dir_all(&crash_dir)
                 .and_then(|_| std::fs::write(&path, input))
-                .map_or_else(|e| format!("(not saved: {e})"), |_| path.display().to_string());
+                .map_or_else(
+                    |e| format!("(not saved: {e})"),
+                    |_| path.display().to_string(),
+                );
             format!(
                 "fuzz target {name}: {kind}: {what}\n  seed {seed:#x}, input {origin}, {} bytes, \
                  saved to {saved}\n  (once fixed, copy it into fuzz/corpus/{name}/ as a regression input)\n  \
@@ -235,7 +239,11 @@ where
                         .collect();
                     if seen.insert(key) {
                         let f = report(kind, &what, input, origin);
-                        shared.failures.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+                        shared
+                            .failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(f);
                     }
                     keep_going
                 };
@@ -266,7 +274,11 @@ where
             let started = Duration::from_nanos(shared.started_ns.load(Ordering::Acquire));
             let running_for = t0.elapsed().saturating_sub(started);
             if running_for > hang_limit * 4 && shared.running.load(Ordering::Acquire) {
-                let input = shared.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let input = shared
+                    .current
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
                 panic!(
                     "{}",
                     report(
@@ -325,9 +337,34 @@ fn load_corpus(dir: &Path) -> Vec<(String, Vec<u8>)> {
 /// all ones, lengths around page and block sizes, huge values that are
 /// still block-aligned (so they pass alignment checks and reach arithmetic).
 const INTERESTING: &[u64] = &[
-    0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xfffe, 0xffff, 0x1_0000, 4095, 4096,
-    16383, 16384, 32768, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, 0xffff_ffff, 1 << 32,
-    1 << 40, 1 << 63, i64::MAX as u64, u64::MAX - 4095, u64::MAX - 1, u64::MAX,
+    0,
+    1,
+    2,
+    0x7f,
+    0x80,
+    0xff,
+    0x100,
+    0x7fff,
+    0x8000,
+    0xfffe,
+    0xffff,
+    0x1_0000,
+    4095,
+    4096,
+    16383,
+    16384,
+    32768,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_fffe,
+    0xffff_ffff,
+    1 << 32,
+    1 << 40,
+    1 << 63,
+    i64::MAX as u64,
+    u64::MAX - 4095,
+    u64::MAX - 1,
+    u64::MAX,
 ];
 
 /// The mutation engine: stacked byte-level and token-level edits, all drawn
@@ -411,7 +448,9 @@ impl Mutator {
             4 => {
                 // An interesting integer, 1/2/4/8 bytes, either byte order.
                 let v = if self.rng.chance(1, 4) {
-                    (b.len() as u64).wrapping_add(self.rng.below(3)).wrapping_sub(1)
+                    (b.len() as u64)
+                        .wrapping_add(self.rng.below(3))
+                        .wrapping_sub(1)
                 } else {
                     INTERESTING[self.pick(INTERESTING.len())]
                 };
@@ -535,7 +574,8 @@ mod tests {
     }
 
     fn temp_corpus(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("millrace-fuzz-self-{tag}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("millrace-fuzz-self-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("x"), b"abcdef").unwrap();
         dir
@@ -553,7 +593,10 @@ mod tests {
         })
         .expect_err("the harness must fail the test");
         let msg = err.downcast_ref::<String>().unwrap();
-        assert!(msg.contains("panic: too long") && msg.contains("hex: "), "{msg}");
+        assert!(
+            msg.contains("panic: too long") && msg.contains("hex: "),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -22,7 +22,11 @@ use std::sync::Arc;
 
 fn undo_target(input: &[u8]) {
     if let Ok(rec) = UndoRecord::decode(input) {
-        assert_eq!(rec.encode(), input, "decode then encode must give the bytes back");
+        assert_eq!(
+            rec.encode(),
+            input,
+            "decode then encode must give the bytes back"
+        );
         let _ = RollPtr::decode(rec.prev_roll_ptr);
     }
     if input.len() >= 8 {
@@ -81,7 +85,10 @@ fn fuzz_undo_record() {
             ("insert", rec(UndoKind::Insert, b"pk-1", None)),
             ("update", rec(UndoKind::Update, b"pk-2", Some(b"old value"))),
             ("delete-mark", rec(UndoKind::DeleteMark, b"", Some(b""))),
-            ("segments", encode_segments(&[b"oslo", b"", b"admin"], b"payload")),
+            (
+                "segments",
+                encode_segments(&[b"oslo", b"", b"admin"], b"payload"),
+            ),
         ],
     );
     fuzz_target("undo_record", &dir, 100_000, undo_target);
@@ -130,8 +137,12 @@ fn build_images() -> Images {
         .unwrap();
     let tx = engine.begin(Isolation::RepeatableRead);
     for i in 0..200u32 {
-        tx.insert(t, &i.to_be_bytes(), format!("{:04}-row-{i}", i % 13).as_bytes())
-            .unwrap();
+        tx.insert(
+            t,
+            &i.to_be_bytes(),
+            format!("{:04}-row-{i}", i % 13).as_bytes(),
+        )
+        .unwrap();
     }
     tx.commit().unwrap();
     let tx = engine.begin(Isolation::RepeatableRead);
@@ -141,8 +152,12 @@ fn build_images() -> Images {
     tx.delete(t, &7u32.to_be_bytes()).unwrap();
     tx.commit().unwrap();
     let open_tx = engine.begin(Isolation::RepeatableRead);
-    open_tx.insert(t, &5000u32.to_be_bytes(), b"in flight").unwrap();
-    open_tx.update(t, &1u32.to_be_bytes(), b"in flight").unwrap();
+    open_tx
+        .insert(t, &5000u32.to_be_bytes(), b"in flight")
+        .unwrap();
+    open_tx
+        .update(t, &1u32.to_be_bytes(), b"in flight")
+        .unwrap();
     // Make the in-flight changes durable without committing them.
     let tx = engine.begin(Isolation::RepeatableRead);
     tx.insert(t, &6000u32.to_be_bytes(), b"flush").unwrap();
@@ -155,9 +170,13 @@ fn build_images() -> Images {
     // Where the log ends: open a copy of it (which appends its own epoch
     // start record there) and read the report.
     let probe = clean.clean_image();
-    let (log, report) = Log::open(&probe, config().store.log, cpu(), &Registry::new(), &mut |_| {
-        Ok(())
-    })
+    let (log, report) = Log::open(
+        &probe,
+        config().store.log,
+        cpu(),
+        &Registry::new(),
+        &mut |_| Ok(()),
+    )
     .unwrap();
     log.shutdown().unwrap();
     Images {
@@ -280,7 +299,10 @@ fn fuzz_data_dir() {
             ("nothing", vec![0]),
             ("crashed", vec![1]),
             ("trx-sys-page", patch(0, space0, 4096 + 56, &[0xff, 0xff])),
-            ("tables-page", patch(1, space0, 2 * 4096 + 40, &[7, 7, 7, 7])),
+            (
+                "tables-page",
+                patch(1, space0, 2 * 4096 + 40, &[7, 7, 7, 7]),
+            ),
             ("space-header", patch(0, space0, 32, &[0; 8])),
             ("index-root", patch(1, space0, 3 * 4096 + 34, &[0x40, 0])),
             ("redo-ops", redo_ops),
