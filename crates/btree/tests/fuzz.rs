@@ -8,6 +8,10 @@
 use millrace_btree::node::{self, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use millrace_buf::page::{self as bufpage, page_type, PageId};
 use millrace_sys::fuzz::{corpus_dir, fuzz_target, write_seeds};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Inputs that `validate` accepted: how deep the mutations reach.
+static VALID: AtomicU64 = AtomicU64::new(0);
 
 fn page_of(input: &[u8]) -> Vec<u8> {
     let size = if input.len().is_power_of_two()
@@ -37,6 +41,7 @@ fn target(input: &[u8]) {
     if node::validate(&page).is_err() {
         return;
     }
+    VALID.fetch_add(1, Ordering::Relaxed);
     let h = node::header(&page);
     let n = h.n_recs as usize;
     let mut keys = Vec::new();
@@ -169,5 +174,10 @@ fn seed_pages() -> Vec<(&'static str, Vec<u8>)> {
 fn fuzz_btree_page() {
     let dir = corpus_dir(env!("CARGO_MANIFEST_DIR"), "btree_page");
     write_seeds(&dir, &seed_pages());
-    fuzz_target("btree_page", &dir, 100_000, target);
+    let stats = fuzz_target("btree_page", &dir, 100_000, target);
+    eprintln!(
+        "btree_page: {} of {} inputs were valid pages",
+        VALID.load(Ordering::Relaxed),
+        stats.inputs
+    );
 }
