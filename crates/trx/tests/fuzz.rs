@@ -256,7 +256,24 @@ fn damaged(images: &Images, input: &[u8]) -> SimStorage {
     img
 }
 
+/// A known, unfixed class (fuzz/known/README.md): a redo op naming a page
+/// far past its space's end makes recovery grow the file to it, which the
+/// simulated disk materialises (seconds per input). Such inputs are skipped
+/// so that the runs look for other problems; remove this with the fix.
+fn names_a_far_page(input: &[u8]) -> bool {
+    use millrace_buf::ops::{Op, OpReader};
+    let far = |id: page::PageId| id.page >= 1 << 12;
+    input.first().is_some_and(|m| m & 2 != 0)
+        && OpReader::new(&input[1..]).flatten().any(|op| match op {
+            Op::Write { id, .. } | Op::Move { id, .. } | Op::Init { id, .. } => far(id),
+            Op::CreateSpace { .. } => false,
+        })
+}
+
 fn data_dir_target(images: &Images, input: &[u8]) {
+    if names_a_far_page(input) {
+        return;
+    }
     let img = damaged(images, input);
     let copy = img.clean_image();
     let _ = check_data_dir(Arc::new(img), 1 << 20, cpu());
