@@ -11,7 +11,9 @@
 //! `MILLRACE_FUZZ_SECS` (run each target this long instead), `MILLRACE_FUZZ_SEED`,
 //! `MILLRACE_FUZZ_HANG_MS` (per-input bound), `MILLRACE_FUZZ_KEEP_GOING=1`
 //! (collect every distinct failure instead of stopping at the first),
-//! `MILLRACE_FUZZ_CRASH_DIR` (default: the temp dir), `MILLRACE_FUZZ_WRITE_SEEDS=1`
+//! `MILLRACE_FUZZ_CRASH_DIR` (default: the temp dir), `MILLRACE_FUZZ_TRACE=1`
+//! (write each input to `<crash dir>/<target>/current` before running it: a
+//! stack overflow aborts the process), `MILLRACE_FUZZ_WRITE_SEEDS=1`
 //! (tests rewrite their seed corpus through [`write_seeds`]).
 
 use crate::rng::SplitMix64;
@@ -196,6 +198,10 @@ where
         let dictionary = opts.dictionary.clone();
         let max_len = opts.max_len;
         let focus = opts.focus.clone();
+        let trace = (std::env::var("MILLRACE_FUZZ_TRACE").as_deref() == Ok("1")).then(|| {
+            let _ = std::fs::create_dir_all(&crash_dir);
+            crash_dir.join("current")
+        });
         let deadline = t0 + max_time;
         std::thread::Builder::new()
             .name(format!("fuzz-{name}"))
@@ -205,6 +211,11 @@ where
                 mutator.focus = focus;
                 let mut seen = std::collections::HashSet::new();
                 let mut run_one = |input: &[u8], origin: &str| -> bool {
+                    if let Some(path) = &trace {
+                        // A stack overflow aborts the process: the last
+                        // input written here is the one that did it.
+                        let _ = std::fs::write(path, input);
+                    }
                     *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = input.to_vec();
                     shared
                         .started_ns
