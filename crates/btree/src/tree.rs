@@ -821,11 +821,41 @@ pub struct Cursor<'i> {
     done: bool,
 }
 
+/// What one attempt of `Cursor::next` ended with.
+enum CursorStep {
+    Done(Option<Row>),
+    /// A sibling link did not link back: search again from the last key.
+    Reseek,
+}
+
+/// Searches again `Cursor::next` makes before calling the links damaged.
+/// A link that disagrees because a split or merge moved records is right
+/// after one search; one that disagrees every time is corruption, and
+/// retrying it for ever (it was recursion once) overflowed the stack.
+const MAX_RESEEKS: usize = 64;
+
 impl Cursor<'_> {
     /// The next record in the cursor's direction, or None at the end.
     pub fn next(&mut self, store: &PageStore) -> Result<Option<Row>> {
+        for _ in 0..MAX_RESEEKS {
+            match self.step(store)? {
+                CursorStep::Done(row) => return Ok(row),
+                CursorStep::Reseek => {
+                    if let Some(p) = &mut self.pos {
+                        // Force a search from the last key.
+                        p.page_lsn = u64::MAX;
+                    }
+                }
+            }
+        }
+        Err(Error::Corrupt(format!(
+            "cursor: sibling links still disagree after {MAX_RESEEKS} searches"
+        )))
+    }
+
+    fn step(&mut self, store: &PageStore) -> Result<CursorStep> {
         if self.done {
-            return Ok(None);
+            return Ok(CursorStep::Done(None));
         }
         let idx = self.index;
         let mut mtr = store.mtr()?;
@@ -896,7 +926,7 @@ impl Cursor<'_> {
                     page_lsn: millrace_buf::page::page_lsn(page),
                     slot: s,
                 });
-                return Ok(Some(row));
+                return Ok(CursorStep::Done(Some(row)));
             }
             let sibling = match self.direction {
                 Direction::Forward => h.right,
@@ -904,7 +934,7 @@ impl Cursor<'_> {
             };
             if sibling == node::NONE {
                 self.done = true;
-                return Ok(None);
+                return Ok(CursorStep::Done(None));
             }
             // Never hold two leaves: release, then latch the sibling and
             // check it still links back; if not, search again by key.
@@ -915,7 +945,7 @@ impl Cursor<'_> {
                 // Freed and reused since we read the link: search again.
                 mtr.release(sr);
                 drop(mtr);
-                return self.reseek(store);
+                return Ok(CursorStep::Reseek);
             }
             mtr.ensure_validated(sr, node::validate)?;
             let sh = node::header(mtr.page(sr));
@@ -926,7 +956,7 @@ impl Cursor<'_> {
             if back != here || sh.level != 0 {
                 mtr.release(sr);
                 drop(mtr);
-                return self.reseek(store);
+                return Ok(CursorStep::Reseek);
             }
             r = sr;
             slot_after = match self.direction {
@@ -935,13 +965,5 @@ impl Cursor<'_> {
             };
         }
         Err(Error::Corrupt("cursor walked a million empty pages".into()))
-    }
-
-    fn reseek(&mut self, store: &PageStore) -> Result<Option<Row>> {
-        if let Some(p) = &mut self.pos {
-            // Force a search from the last key.
-            p.page_lsn = u64::MAX;
-        }
-        self.next(store)
     }
 }

@@ -8,8 +8,11 @@ use millrace_io::{AlignedBuf, Storage, StorageFile};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// The directory of the tablespace files.
+const SPACES_DIR: &str = "spaces";
+
 pub fn space_file_name(space: u32) -> String {
-    format!("spaces/{space:010}.mrs")
+    format!("{SPACES_DIR}/{space:010}.mrs")
 }
 
 pub const DOUBLEWRITE_FILE: &str = "doublewrite.mrd";
@@ -31,6 +34,25 @@ impl SpaceFiles {
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
+    }
+
+    /// Ids of the spaces whose files exist, ascending.
+    pub fn space_ids(&self) -> Result<Vec<u32>, Error> {
+        let names = self
+            .storage
+            .list(SPACES_DIR)
+            .map_err(|e| Error::Io(format!("listing {SPACES_DIR}: {e}")))?;
+        let mut ids: Vec<u32> = names
+            .iter()
+            .filter_map(|n| {
+                let id: u32 = n.strip_suffix(".mrs")?.parse().ok()?;
+                // Only the canonical spelling names a space's file.
+                (space_file_name(id) == format!("{SPACES_DIR}/{n}")).then_some(id)
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
     }
 
     pub fn exists(&self, space: u32) -> bool {

@@ -357,4 +357,8 @@ impl Mtr<'_> {
     pub(crate) fn space_file_exists(&self, space: u32) -> bool {
         self.pool.files.exists(space)
     }
+
+    pub(crate) fn space_file_ids(&self) -> Result<Vec<u32>, Error> {
+        self.pool.files.space_ids()
+    }
 }

@@ -176,6 +176,13 @@ pub fn space_id_limit(mtr: &mut Mtr<'_>) -> Result<u32, Error> {
     Ok(page::u64_at(mtr.page(h), OFF_NEXT_SPACE).min(u32::MAX as u64) as u32)
 }
 
+/// Ids of the spaces whose files exist, ascending: what a walk over all
+/// spaces should visit, rather than every id below `space_id_limit` (a
+/// damaged counter could name billions).
+pub fn existing_spaces(mtr: &Mtr<'_>) -> Result<Vec<u32>, Error> {
+    mtr.space_file_ids()
+}
+
 /// Whether the space's file exists.
 pub fn space_exists(mtr: &Mtr<'_>, space: u32) -> bool {
     mtr.space_file_exists(space)

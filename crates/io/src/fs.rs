@@ -180,6 +180,26 @@ impl Storage for FsStorage {
         }
         Ok(StorageLock::new(Box::new(file)))
     }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let path = self.root.join(canonical_name(dir)?);
+        let entries = match fs::read_dir(&path) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(with_context(e, "cannot list", &path)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| with_context(e, "cannot list", &path))?;
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                if let Some(name) = entry.file_name().to_str() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
 }
 
 /// One file of an [`FsStorage`].

@@ -532,6 +532,19 @@ impl Storage for SimStorage {
                 .is_some_and(|(file, _)| file.starts_with(&dir))
     }
 
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let prefix = format!("{}/", canonical_name(dir)?);
+        let state = self.lock();
+        Ok(state
+            .names
+            .range(prefix.clone()..)
+            .take_while(|(name, _)| name.starts_with(&prefix))
+            .filter_map(|(name, _)| {
+                Some(name[prefix.len()..].to_string()).filter(|n| !n.contains('/'))
+            })
+            .collect())
+    }
+
     fn remove(&self, name: &str) -> io::Result<()> {
         let name = canonical_name(name)?;
         let mut state = self.lock();

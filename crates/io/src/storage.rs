@@ -20,6 +20,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Removes the file at `name`; the removal is durable when this returns.
     fn remove(&self, name: &str) -> io::Result<()>;
 
+    /// Names (without the directory) of the files directly in directory
+    /// `dir`, sorted; empty when there is no such directory. Lets a reader
+    /// go by the files that exist rather than by a count read from a
+    /// possibly damaged header.
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
     /// Takes the exclusive lock on the whole namespace (the data directory),
     /// held until the returned guard is dropped. A second taker, in this
     /// process or another, gets an error (kind `WouldBlock`) naming the

@@ -327,3 +327,19 @@ fn fs_creates_private_directories_and_files() {
     assert_eq!(mode(&root.join("spaces/0000000001.mrs")), 0o600);
     assert_eq!(mode(&root.join("millrace.lock")), 0o600);
 }
+
+#[test]
+fn fs_list_names_the_files_of_one_directory() {
+    let dir = TempDir::new("list");
+    let storage = FsStorage::new(dir.path(), false).unwrap();
+    assert!(
+        storage.list("spaces").unwrap().is_empty(),
+        "no directory yet"
+    );
+    for name in ["spaces/b", "spaces/a", "spaces/sub/c", "other"] {
+        storage.open(name, true).unwrap();
+    }
+    assert_eq!(storage.list("spaces").unwrap(), ["a", "b"]);
+    assert_eq!(storage.list("spaces/sub").unwrap(), ["c"]);
+    assert!(storage.list("../x").is_err(), "names outside the root");
+}

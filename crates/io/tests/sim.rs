@@ -522,3 +522,16 @@ fn sim_lock_is_exclusive_until_dropped() {
     drop(held);
     let _again = s.lock_exclusive().unwrap();
 }
+
+#[test]
+fn sim_list_names_the_files_of_one_directory() {
+    let sim = SimStorage::new();
+    assert!(sim.list("spaces").unwrap().is_empty());
+    for name in ["spaces/b", "spaces/a", "spaces/sub/c", "spacesx/d", "other"] {
+        sim.open(name, true).unwrap();
+    }
+    assert_eq!(sim.list("spaces").unwrap(), ["a", "b"]);
+    assert_eq!(sim.list("./spaces/sub").unwrap(), ["c"]);
+    sim.remove("spaces/a").unwrap();
+    assert_eq!(sim.list("spaces").unwrap(), ["b"]);
+}

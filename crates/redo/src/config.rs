@@ -168,9 +168,10 @@ impl LogConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         let block = crate::format::BLOCK;
-        if self.capacity_bytes < 16 * block || self.capacity_bytes % block != 0 {
+        let max = crate::format::MAX_CAPACITY;
+        if !(16 * block..=max).contains(&self.capacity_bytes) || self.capacity_bytes % block != 0 {
             return Err(format!(
-                "log capacity {} must be a multiple of {block} and at least {}",
+                "log capacity {} must be a multiple of {block} from {} to {max}",
                 self.capacity_bytes,
                 16 * block
             ));

@@ -12,6 +12,14 @@ pub const DATA_OFFSET: u64 = 3 * BLOCK;
 pub const FORMAT_VERSION: u16 = 1;
 /// The first LSN of a new log. Non-zero so that 0 can mean "none".
 pub const START_LSN: u64 = BLOCK;
+/// The largest data region a log may have (1 TiB). A header naming more is
+/// corrupt; the bound keeps `DATA_OFFSET + capacity` and LSN sums far from
+/// overflow.
+pub const MAX_CAPACITY: u64 = 1 << 40;
+/// The largest LSN a checkpoint may name: 2^62 bytes of log is centuries at
+/// any write rate, so a larger one is corruption, and `lsn + capacity`
+/// cannot overflow below it.
+pub const MAX_LSN: u64 = 1 << 62;
 
 const FILE_MAGIC: &[u8; 8] = b"MLRCREDO";
 const CKPT_MAGIC: &[u8; 8] = b"MLRCCKPT";
@@ -80,7 +88,7 @@ impl FileHeader {
             return Err("redo log block size differs from this build's".into());
         }
         let capacity = u64_at(block, 16);
-        if capacity < 4 * BLOCK || capacity % BLOCK != 0 {
+        if !(4 * BLOCK..=MAX_CAPACITY).contains(&capacity) || capacity % BLOCK != 0 {
             return Err(format!("redo log capacity {capacity} is invalid"));
         }
         Ok(Self { capacity })
@@ -130,7 +138,7 @@ impl Checkpoint {
             number: u64_at(block, 16),
             lsn: u64_at(block, 24),
         };
-        (cp.lsn >= START_LSN).then_some(cp)
+        (START_LSN..=MAX_LSN).contains(&cp.lsn).then_some(cp)
     }
 }
 
@@ -235,6 +243,32 @@ mod tests {
         assert!(RecordHeader::verify(&h, b"hello"));
         assert!(!RecordHeader::verify(&h, b"hellp"));
         assert_eq!(RecordHeader::decode(&h, 4), None, "length bound");
+    }
+
+    /// Found by fuzzing (fuzz/corpus/redo_log/crash-*-overflow): a valid
+    /// header naming a huge capacity, or a checkpoint naming a huge LSN, made
+    /// `Log::open` overflow `DATA_OFFSET + capacity` / `lsn + capacity`.
+    #[test]
+    fn huge_capacity_or_checkpoint_lsn_is_corrupt() {
+        let mut b = vec![0u8; BLOCK as usize];
+        for capacity in [MAX_CAPACITY + BLOCK, u64::MAX - (BLOCK - 1)] {
+            FileHeader { capacity }.encode(&mut b);
+            assert!(FileHeader::decode(&b).is_err(), "capacity {capacity}");
+        }
+        FileHeader {
+            capacity: MAX_CAPACITY,
+        }
+        .encode(&mut b);
+        assert!(FileHeader::decode(&b).is_ok());
+        for (lsn, ok) in [(MAX_LSN, true), (MAX_LSN + 1, false), (u64::MAX, false)] {
+            let cp = Checkpoint {
+                number: 1,
+                lsn,
+                epoch: 1,
+            };
+            cp.encode(&mut b);
+            assert_eq!(Checkpoint::decode(&b).is_some(), ok, "lsn {lsn}");
+        }
     }
 
     /// Random bytes and single-bit corruptions never panic and are never

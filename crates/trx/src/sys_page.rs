@@ -24,6 +24,11 @@ const T_N_RSEGS: usize = 56;
 const T_N_UNDO: usize = 58;
 const T_RSEGS: usize = 60;
 
+/// The largest id or serial number limit the page may hold: counting that
+/// far takes millennia at any rate, so more is damage, and the limit plus
+/// the block handed out next (`id_limits::ID_BLOCK`) cannot overflow.
+pub const MAX_ID_LIMIT: u64 = 1 << 62;
+
 pub struct TrxSysPage {
     pub id_limit: u64,
     pub no_limit: u64,
@@ -73,9 +78,16 @@ pub fn read_trx_sys(store: &PageStore) -> Result<TrxSysPage, TrxError> {
             "trx system page: too many rollback segments".into(),
         ));
     }
+    let (id_limit, no_limit) = (u64_at(p, T_ID_LIMIT), u64_at(p, T_NO_LIMIT));
+    if id_limit > MAX_ID_LIMIT || no_limit > MAX_ID_LIMIT {
+        return Err(TrxError::Corrupt(format!(
+            "trx system page: id limit {id_limit} or serial number limit {no_limit} \
+             above {MAX_ID_LIMIT}"
+        )));
+    }
     Ok(TrxSysPage {
-        id_limit: u64_at(p, T_ID_LIMIT),
-        no_limit: u64_at(p, T_NO_LIMIT),
+        id_limit,
+        no_limit,
         rsegs: (0..n)
             .map(|i| (u32_at(p, T_RSEGS + i * 8), u32_at(p, T_RSEGS + i * 8 + 4)))
             .collect(),
