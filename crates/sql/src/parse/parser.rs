@@ -22,7 +22,9 @@ pub fn parse(sql: &str) -> Result<ast::Statement, SqlError> {
     // syntax error for this statement, not the end of the connection.
     let parsed =
         std::panic::catch_unwind(|| Parser::parse_sql(&MySqlDialect {}, sql)).map_err(|_| {
-            err_parse("the parser could not read this statement (near an operator without its operand?)")
+            err_parse(
+                "the parser could not read this statement (near an operator without its operand?)",
+            )
         })?;
     let mut stmts = parsed.map_err(err_parse)?;
     match stmts.len() {
