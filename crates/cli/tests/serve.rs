@@ -731,6 +731,8 @@ fn packets_over_max_allowed_packet_get_1153() {
     let dir = temp_dir("bigpacket");
     let server = Server::start(&dir, &["--max-allowed-packet", "1M"]);
     let mut c = logged_in(server.addr);
+    // The variable reports the limit the server enforces.
+    assert!(contains(&c.query("SELECT @@max_allowed_packet"), "1048576"));
     // A query just under the limit is fine.
     let mut q = b"SELECT '".to_vec();
     q.extend(std::iter::repeat_n(b'x', 1000 * 1000));

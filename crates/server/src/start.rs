@@ -223,6 +223,11 @@ async fn serve(
     // Refused connections take ids from a range of their own: they never
     // get a session.
     let refuser = start_refuser(Arc::new(AtomicU32::new(1 << 31)));
+    // @@max_allowed_packet reports what the protocol layer enforces.
+    sql.max_allowed_packet_bytes.store(
+        args.max_allowed_packet as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let shared = Arc::new(Shared {
         sql,
         password_stage2: password_stage2(&password),

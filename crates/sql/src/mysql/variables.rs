@@ -25,6 +25,9 @@ pub struct SessionVars {
     pub autocommit: bool,
     /// max_execution_time: read-only SELECTs stop after this (0: never).
     pub max_execution_time_ms: u64,
+    /// max_allowed_packet: the instance's, copied when the session starts
+    /// (read-only in a session, as in MySQL).
+    pub max_allowed_packet_bytes: u64,
 }
 
 impl Default for SessionVars {
@@ -34,6 +37,7 @@ impl Default for SessionVars {
             collation: "utf8mb4_general_ci".into(),
             autocommit: true,
             max_execution_time_ms: 0,
+            max_allowed_packet_bytes: 64 << 20,
         }
     }
 }
@@ -171,7 +175,10 @@ pub fn session_variables(
         ("interactive_timeout", Value::Int(28800)),
         ("license", t("Apache-2.0")),
         ("lower_case_table_names", Value::Int(0)),
-        ("max_allowed_packet", Value::Int(67_108_864)),
+        (
+            "max_allowed_packet",
+            Value::UInt(vars.max_allowed_packet_bytes),
+        ),
         (
             "max_execution_time",
             Value::UInt(vars.max_execution_time_ms),

@@ -24,7 +24,13 @@ pub struct Instance {
     /// The most bytes of rows one statement may hold (sort input, DISTINCT
     /// sets, its result): 1038 past it. Defaults to `default_statement_memory_bytes`.
     pub statement_memory_bytes: AtomicU64,
+    /// The largest packet the server accepts, as `@@max_allowed_packet`
+    /// reports it (the server enforces it and sets it here at start).
+    pub max_allowed_packet_bytes: AtomicU64,
 }
+
+/// MySQL 8.0's default max_allowed_packet (64 MiB).
+pub const DEFAULT_MAX_ALLOWED_PACKET_BYTES: u64 = 64 << 20;
 
 /// A statement may hold 1/16 of the memory available to the process, at
 /// least 64 MiB and at most 4 GiB (256 MiB when the memory is unknown).
@@ -41,6 +47,7 @@ impl Instance {
             started: Instant::now(),
             controls: Mutex::new(HashMap::new()),
             statement_memory_bytes: AtomicU64::new(default_statement_memory_bytes()),
+            max_allowed_packet_bytes: AtomicU64::new(DEFAULT_MAX_ALLOWED_PACKET_BYTES),
         }))
     }
 

@@ -45,6 +45,7 @@ pub struct Session {
 impl Session {
     pub fn new(server: Arc<Instance>, conn: ConnInfo) -> Session {
         let limit = server.statement_memory_bytes.load(Ordering::Relaxed);
+        let max_allowed_packet_bytes = server.max_allowed_packet_bytes.load(Ordering::Relaxed);
         let control = Arc::new(Control::new(conn.clone(), limit));
         server.register(control.clone());
         Session {
@@ -53,7 +54,10 @@ impl Session {
             server,
             conn,
             database: None,
-            vars: SessionVars::default(),
+            vars: SessionVars {
+                max_allowed_packet_bytes,
+                ..SessionVars::default()
+            },
             trx: None,
             explicit: false,
             held: Vec::new(),
