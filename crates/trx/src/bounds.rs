@@ -72,6 +72,10 @@ pub(crate) fn policies(e: &Engine) -> Result<(), TrxError> {
     Ok(())
 }
 
+/// How often a writer waiting for the undo quota looks whether the engine
+/// stopped (see `wait_for_quota`).
+const FAILURE_POLL: Duration = Duration::from_millis(100);
+
 impl Engine {
     /// Bytes of undo tablespaces in use (allocated minus free pages).
     pub fn undo_bytes(&self) -> Result<u64, TrxError> {
@@ -142,11 +146,20 @@ impl Engine {
         let deadline = Instant::now()
             + Duration::from_millis(self.settings.lock_wait_timeout_ms.load(Ordering::Relaxed));
         while *blocked {
+            // A stopped engine will never purge: waiting writers leave
+            // with its error (`Engine::fail` wakes them). Not
+            // `check_alive`, which may call `fail`, which takes this mutex.
+            if self.failed.get().is_some() || self.store.log().is_failed() {
+                drop(blocked);
+                return self.check_alive();
+            }
             let now = Instant::now();
             if now >= deadline {
                 return Err(TrxError::LockWaitTimeout);
             }
-            blocked = unpoisoned(cv.wait_timeout(blocked, deadline - now)).0;
+            // Woken by purge or `Engine::fail`; a store that stopped on its
+            // own wakes nobody, so look again at least every FAILURE_POLL.
+            blocked = unpoisoned(cv.wait_timeout(blocked, (deadline - now).min(FAILURE_POLL))).0;
         }
         Ok(())
     }

@@ -191,6 +191,10 @@ impl Engine {
             self.store.log().fail(&why);
             self.locks.cancel_all();
             self.wake_purge();
+            // Writers waiting for purge to bring undo under its quota.
+            let (m, cv) = &self.writers_blocked;
+            drop(unpoisoned(m.lock()));
+            cv.notify_all();
         }
         TrxError::EngineFailed(self.failed.get().cloned().unwrap_or(why))
     }

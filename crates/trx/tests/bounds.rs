@@ -267,3 +267,45 @@ fn oversized_undo_tablespaces_are_truncated() {
     assert!(millrace_btree::check_store(e.store()).is_ok());
     e.shutdown().unwrap();
 }
+
+/// wait_writers: a writer waiting for purge when the engine stops (here its
+/// log fails, as after a page write error) leaves with the engine's error at
+/// once, not at its timeout: a stopped engine never purges.
+#[test]
+fn a_writer_waiting_for_the_undo_quota_leaves_when_the_engine_stops() {
+    let s = SimStorage::new();
+    let mut c = cfg();
+    c.undo_quota_bytes = 1 << 20;
+    c.undo_quota_policy = UndoQuotaPolicy::WaitWriters;
+    c.lock_wait_timeout_ms = 60_000;
+    let e = open_with(&s, c);
+    let t = setup(&e);
+    let reader = e.begin(Isolation::RepeatableRead);
+    reader.get(t, &k(1)).unwrap();
+    // Fill undo up to the quota; a writer thread then blocks on it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let e2 = e.clone();
+    std::thread::spawn(move || {
+        for round in 0..400 {
+            if let Err(err) = storm_round(&e2, t, round) {
+                let _ = tx.send(err);
+                return;
+            }
+        }
+    });
+    let t0 = Instant::now();
+    while e.registry().get("trx_undo_quota_writer_waits").unwrap() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "writers never waited"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = e.store().log().fail("test: a page write failed");
+    let err = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiting writer left when the engine stopped");
+    assert!(matches!(err, TrxError::EngineFailed(_)), "{err}");
+    drop(reader);
+    assert!(e.shutdown().is_err());
+}
