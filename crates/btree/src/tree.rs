@@ -20,7 +20,7 @@
 
 use crate::node::{self, PageMut};
 use millrace_buf::latch::Latch;
-use millrace_buf::{page_type, space, LatchMode, Mtr, PageId, PageRef, PageStore};
+use millrace_buf::{page_type, space, LatchMode, Mtr, PageId, PageRef, PageSlice, PageStore};
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,27 +60,18 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// A page of the current mtr seen through the node module's interface.
-pub struct MtrPage<'a, 'p> {
-    mtr: &'a Mtr<'p>,
-    r: PageRef,
-}
-
-impl<'a, 'p> MtrPage<'a, 'p> {
-    pub fn new(mtr: &'a Mtr<'p>, r: PageRef) -> Self {
-        Self { mtr, r }
-    }
-}
-
-impl PageMut for MtrPage<'_, '_> {
+/// A page of the current mtr seen through the node module's interface
+/// (`Mtr::page_mut`, or `Mtr::pages_mut` for two or three pages at once:
+/// every change is logged to the mtr's redo buffer).
+impl PageMut for PageSlice<'_> {
     fn bytes(&self) -> &[u8] {
-        self.mtr.page(self.r)
+        PageSlice::bytes(self)
     }
     fn write(&mut self, offset: usize, data: &[u8]) {
-        self.mtr.write(self.r, offset, data)
+        PageSlice::write(self, offset, data)
     }
     fn copy_within(&mut self, src: usize, dst: usize, len: usize) {
-        self.mtr.copy_within(self.r, src, dst, len)
+        PageSlice::copy_within(self, src, dst, len)
     }
 }
 
@@ -154,7 +145,7 @@ impl Index {
         let mut mtr = store.mtr()?;
         let id = space::next_index_id(&mut mtr)?;
         let root = space::allocate_page(&mut mtr, space_id, page_type::INDEX)?;
-        node::init(&mut MtrPage::new(&mtr, root), 0, id, sys_fields);
+        node::init(&mut mtr.page_mut(root), 0, id, sys_fields);
         let root_no = mtr.id(root).page;
         space::register_index(&mut mtr, space_id, id, root_no)?;
         mtr.commit()?;
@@ -354,14 +345,7 @@ impl Index {
                 Ok(_) => return Err(Error::Duplicate),
                 Err(s) => s,
             };
-            if node::insert(
-                &mut MtrPage::new(&mtr, leaf),
-                slot,
-                key,
-                value,
-                trx_id,
-                roll_ptr,
-            ) {
+            if node::insert(&mut mtr.page_mut(leaf), slot, key, value, trx_id, roll_ptr) {
                 mtr.commit()?;
                 return Ok(());
             }
@@ -399,14 +383,7 @@ impl Index {
         } else {
             node::search_internal(page, key) + 1
         };
-        if node::insert(
-            &mut MtrPage::new(mtr, r),
-            slot,
-            key,
-            value,
-            trx_id,
-            roll_ptr,
-        ) {
+        if node::insert(&mut mtr.page_mut(r), slot, key, value, trx_id, roll_ptr) {
             return Ok(());
         }
         if depth == 0 {
@@ -435,7 +412,7 @@ impl Index {
             node::search_internal(page, key) + 1
         };
         if !node::insert(
-            &mut MtrPage::new(mtr, target),
+            &mut mtr.page_mut(target),
             slot,
             key,
             value,
@@ -483,16 +460,16 @@ impl Index {
         let new = space::allocate_page(mtr, self.def.space, page_type::INDEX)?;
         let new_no = mtr.id(new).page;
         {
-            let mut src = MtrPage::new(mtr, r);
-            let mut dst = MtrPage::new(mtr, new);
+            let r_no = mtr.id(r).page;
+            let [mut src, mut dst] = mtr.pages_mut([r, new]);
             node::init(&mut dst, h.level, self.def.id, self.def.sys_fields);
             node::move_tail(&mut src, mid, &mut dst);
-            node::set_left(&mut dst, mtr.id(r).page);
+            node::set_left(&mut dst, r_no);
             node::set_right(&mut dst, right_no);
             node::set_right(&mut src, new_no);
         }
         if let Some(rr) = right {
-            node::set_left(&mut MtrPage::new(mtr, rr), new_no);
+            node::set_left(&mut mtr.page_mut(rr), new_no);
         }
         let sep = node::rec(mtr.page(new), 0).key.to_vec();
         Ok((new, sep))
@@ -510,9 +487,7 @@ impl Index {
         let (left_no, right_no) = (mtr.id(left).page, mtr.id(right).page);
         let mid = node::split_point(mtr.page(root));
         {
-            let mut rt = MtrPage::new(mtr, root);
-            let mut l = MtrPage::new(mtr, left);
-            let mut rr = MtrPage::new(mtr, right);
+            let [mut rt, mut l, mut rr] = mtr.pages_mut([root, left, right]);
             node::init(&mut l, level, self.def.id, self.def.sys_fields);
             node::init(&mut rr, level, self.def.id, self.def.sys_fields);
             node::move_tail(&mut rt, mid, &mut rr);
@@ -521,7 +496,7 @@ impl Index {
             node::set_left(&mut rr, left_no);
         }
         let sep = node::rec(mtr.page(right), 0).key.to_vec();
-        let mut rt = MtrPage::new(mtr, root);
+        let mut rt = mtr.page_mut(root);
         node::init(&mut rt, level + 1, self.def.id, self.def.sys_fields);
         let ok = node::insert(&mut rt, 0, b"", &left_no.to_le_bytes(), 0, 0)
             && node::insert(&mut rt, 1, &sep, &right_no.to_le_bytes(), 0, 0);
@@ -564,7 +539,7 @@ impl Index {
             let Ok(slot) = node::search_leaf(mtr.page(leaf), key) else {
                 return Ok(false);
             };
-            let mut w = MtrPage::new(&mtr, leaf);
+            let mut w = mtr.page_mut(leaf);
             if node::update_value(&mut w, slot, value) {
                 if let Some(d) = deleted {
                     node::set_deleted(&mut w, slot, d);
@@ -586,14 +561,14 @@ impl Index {
             return Ok(false);
         };
         let deleted = deleted.unwrap_or(node::rec(mtr.page(leaf), slot).deleted);
-        node::delete(&mut MtrPage::new(&mtr, leaf), slot);
+        node::delete(&mut mtr.page_mut(leaf), slot);
         self.insert_at(&mut mtr, &mut path, key, value, trx_id, roll_ptr)?;
         if deleted {
             // Keep the delete mark through the move.
             let leaf2 = self.descend_path(&mut mtr, key)?;
             let l = leaf2.last().expect("leaf").page;
             if let Ok(s) = node::search_leaf(mtr.page(l), key) {
-                node::set_deleted(&mut MtrPage::new(&mtr, l), s, true);
+                node::set_deleted(&mut mtr.page_mut(l), s, true);
             }
         }
         mtr.commit()?;
@@ -616,7 +591,7 @@ impl Index {
         let Ok(slot) = node::search_leaf(mtr.page(leaf), key) else {
             return Ok(false);
         };
-        let mut w = MtrPage::new(&mtr, leaf);
+        let mut w = mtr.page_mut(leaf);
         node::set_deleted(&mut w, slot, deleted);
         if self.def.sys_fields {
             node::set_sys_fields(&mut w, slot, trx_id, roll_ptr);
@@ -662,7 +637,7 @@ impl Index {
                 - 2;
             let is_root = mtr.id(leaf).page == self.def.root;
             if is_root || after >= ps / 4 {
-                node::delete(&mut MtrPage::new(&mtr, leaf), slot);
+                node::delete(&mut mtr.page_mut(leaf), slot);
                 mtr.commit()?;
                 return Ok(true);
             }
@@ -677,7 +652,7 @@ impl Index {
         if !keep_going(&Row::from_rec(node::rec(mtr.page(leaf), slot))) {
             return Ok(false);
         }
-        node::delete(&mut MtrPage::new(&mtr, leaf), slot);
+        node::delete(&mut mtr.page_mut(leaf), slot);
         self.rebalance(&mut mtr, &mut path)?;
         mtr.commit()?;
         Ok(true)
@@ -700,8 +675,7 @@ impl Index {
                 self.check_page(mtr, c)?;
                 let child_level = node::level(mtr.page(c));
                 {
-                    let mut rt = MtrPage::new(mtr, r);
-                    let mut cw = MtrPage::new(mtr, c);
+                    let [mut rt, mut cw] = mtr.pages_mut([r, c]);
                     node::init(&mut rt, child_level, self.def.id, self.def.sys_fields);
                     node::move_tail(&mut cw, 0, &mut rt);
                 }
@@ -719,7 +693,7 @@ impl Index {
         let pn = node::n_recs(mtr.page(parent));
         if n == 0 {
             self.unlink(mtr, r)?;
-            node::delete(&mut MtrPage::new(mtr, parent), pslot);
+            node::delete(&mut mtr.page_mut(parent), pslot);
             let id = mtr.id(r);
             space::free_page(mtr, id)?;
             path.pop();
@@ -748,8 +722,8 @@ impl Index {
         }
         let sep = node::rec(mtr.page(parent), right_slot).key.to_vec();
         let merged = {
-            let mut lw = MtrPage::new(mtr, left);
-            let src = mtr.page(right);
+            let [mut lw, rw] = mtr.pages_mut([left, right]);
+            let src = rw.bytes();
             if node::level(src) == 0 {
                 node::append_all(&mut lw, src)
             } else {
@@ -760,7 +734,7 @@ impl Index {
             return Ok(());
         }
         self.unlink(mtr, right)?;
-        node::delete(&mut MtrPage::new(mtr, parent), right_slot);
+        node::delete(&mut mtr.page_mut(parent), right_slot);
         let id = mtr.id(right);
         space::free_page(mtr, id)?;
         path.pop();
@@ -772,12 +746,12 @@ impl Index {
         let h = node::header(mtr.page(r));
         if h.left != node::NONE {
             let l = mtr.get_checked(self.page_id(h.left), LatchMode::Exclusive, node::validate)?;
-            node::set_right(&mut MtrPage::new(mtr, l), h.right);
+            node::set_right(&mut mtr.page_mut(l), h.right);
         }
         if h.right != node::NONE {
             let rr =
                 mtr.get_checked(self.page_id(h.right), LatchMode::Exclusive, node::validate)?;
-            node::set_left(&mut MtrPage::new(mtr, rr), h.left);
+            node::set_left(&mut mtr.page_mut(rr), h.left);
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ pub mod store;
 
 pub use config::BufConfig;
 pub use error::Error;
-pub use mtr::{Mtr, PageRef};
+pub use mtr::{Mtr, PageRef, PageSlice};
 pub use page::{page_type, PageId};
 pub use pool::{BufferPool, LatchMode};
 pub use store::{PageStore, StoreConfig};

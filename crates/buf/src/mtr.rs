@@ -36,6 +36,50 @@ pub(crate) fn thread_holds_mtr() -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRef(usize);
 
+/// One X-latched page of an mtr, for changing: every change is made to the
+/// page and appended to the mtr's redo buffer. Made by `Mtr::pages_mut` /
+/// `Mtr::page_mut`, which borrow the mtr mutably while it lives.
+pub struct PageSlice<'a> {
+    id: PageId,
+    bytes: &'a mut [u8],
+    modified: &'a Cell<bool>,
+    log: &'a RefCell<Vec<u8>>,
+}
+
+impl PageSlice<'_> {
+    pub fn id(&self) -> PageId {
+        self.id
+    }
+
+    /// The whole page.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
+    /// Changes bytes of the page (logged). The checksum, ids and LSN fields
+    /// of the header belong to the pool and cannot be written.
+    pub fn write(&mut self, offset: usize, data: &[u8]) {
+        assert!(
+            offset >= OFF_TYPE,
+            "write into the page header's reserved fields"
+        );
+        self.modified.set(true);
+        self.bytes[offset..offset + data.len()].copy_from_slice(data);
+        ops::encode_write(&mut self.log.borrow_mut(), self.id, offset, data);
+    }
+
+    /// memmove within the page (logged as one op, not the bytes).
+    pub fn copy_within(&mut self, src: usize, dst: usize, len: usize) {
+        assert!(
+            dst >= OFF_TYPE,
+            "move into the page header's reserved fields"
+        );
+        self.modified.set(true);
+        self.bytes.copy_within(src..src + len, dst);
+        ops::encode_move(&mut self.log.borrow_mut(), self.id, src, dst, len);
+    }
+}
+
 struct Held {
     frame: u32,
     id: PageId,
@@ -44,8 +88,9 @@ struct Held {
     released: bool,
 }
 
-/// Latching and releasing take `&mut self`; changing a held page takes
-/// `&self`, so that writers of two pages (a split) can be alive together.
+/// Latching, releasing and changing a held page take `&mut self`, so no
+/// page bytes read through `page` are alive while they change; writers of
+/// two or three pages at once (a split) get disjoint views from `pages_mut`.
 pub struct Mtr<'p> {
     pool: &'p BufferPool,
     held: Vec<Held>,
@@ -154,6 +199,17 @@ impl<'p> Mtr<'p> {
         Ok(PageRef(i))
     }
 
+    /// The page's bytes, for reading. The borrow of the mtr keeps every
+    /// change (`write`, `copy_within`, `pages_mut`: all take `&mut self`)
+    /// out while the bytes are in use:
+    ///
+    /// ```compile_fail
+    /// # fn f(mtr: &mut millrace_buf::mtr::Mtr<'_>, r: millrace_buf::mtr::PageRef) {
+    /// let bytes = mtr.page(r);
+    /// mtr.write(r, 40, &[1]); // error: `mtr` is borrowed by `bytes`
+    /// assert_eq!(bytes[40], 1);
+    /// # }
+    /// ```
     pub fn page(&self, r: PageRef) -> &[u8] {
         let h = &self.held[r.0];
         debug_assert!(!h.released, "page {} used after release", h.id);
@@ -168,42 +224,68 @@ impl<'p> Mtr<'p> {
         self.pool.page_size()
     }
 
-    /// The page's bytes for changing; use them at once (no borrow is kept).
-    #[allow(clippy::mut_from_ref)]
-    fn modify(&self, r: PageRef) -> &mut [u8] {
-        let h = &self.held[r.0];
-        assert!(
-            h.mode == LatchMode::Exclusive && !h.released,
-            "page {} changed without an X latch",
-            h.id
-        );
-        h.modified.set(true);
-        self.pool.data_mut(h.frame)
-    }
-
     /// Changes bytes of a page (logged). The checksum, ids and LSN fields of
     /// the header belong to the pool and cannot be written.
-    pub fn write(&self, r: PageRef, offset: usize, data: &[u8]) {
-        assert!(
-            offset >= OFF_TYPE,
-            "write into the page header's reserved fields"
-        );
-        let id = self.held[r.0].id;
-        let page = self.modify(r);
-        page[offset..offset + data.len()].copy_from_slice(data);
-        ops::encode_write(&mut self.log.borrow_mut(), id, offset, data);
+    pub fn write(&mut self, r: PageRef, offset: usize, data: &[u8]) {
+        self.page_mut(r).write(offset, data);
     }
 
     /// memmove within a page (logged as one op, not the bytes).
-    pub fn copy_within(&self, r: PageRef, src: usize, dst: usize, len: usize) {
-        assert!(
-            dst >= OFF_TYPE,
-            "move into the page header's reserved fields"
-        );
-        let id = self.held[r.0].id;
-        let page = self.modify(r);
-        page.copy_within(src..src + len, dst);
-        ops::encode_move(&mut self.log.borrow_mut(), id, src, dst, len);
+    pub fn copy_within(&mut self, r: PageRef, src: usize, dst: usize, len: usize) {
+        self.page_mut(r).copy_within(src, dst, len);
+    }
+
+    /// One X-latched page for changing, as a view that logs each change.
+    pub fn page_mut(&mut self, r: PageRef) -> PageSlice<'_> {
+        let [p] = self.pages_mut([r]);
+        p
+    }
+
+    /// Several X-latched pages at once (a split writes two or three): views
+    /// of distinct frames, so no two alias, each logging its changes to this
+    /// mtr's redo buffer in the order they are made. The mtr is borrowed
+    /// mutably while they live, so no `page` read overlaps them. The same
+    /// page twice, a page held S, or a released page is a bug (panic).
+    ///
+    /// ```compile_fail
+    /// # fn f(mtr: &mut millrace_buf::mtr::Mtr<'_>, r: millrace_buf::mtr::PageRef) {
+    /// let [mut view] = mtr.pages_mut([r]);
+    /// let bytes = mtr.page(r); // error: `mtr` is borrowed by `view`
+    /// view.write(40, &[1]);
+    /// assert_eq!(bytes[40], 1);
+    /// # }
+    /// ```
+    pub fn pages_mut<const N: usize>(&mut self, refs: [PageRef; N]) -> [PageSlice<'_>; N] {
+        for (k, r) in refs.iter().enumerate() {
+            let h = &self.held[r.0];
+            assert!(
+                h.mode == LatchMode::Exclusive && !h.released,
+                "page {} changed without an X latch",
+                h.id
+            );
+            for other in &refs[..k] {
+                assert!(
+                    self.held[other.0].frame != h.frame,
+                    "page {} asked for twice in one pages_mut",
+                    h.id
+                );
+            }
+        }
+        // Shared borrows of the fields only: the views get disjoint frames
+        // (checked above) and share the log through its RefCell.
+        let held = &self.held;
+        let log = &self.log;
+        let pool = self.pool;
+        refs.map(|r| {
+            let h = &held[r.0];
+            PageSlice {
+                id: h.id,
+                // X latch held (asserted) and the frame is in no other view.
+                bytes: pool.data_mut(h.frame),
+                modified: &h.modified,
+                log,
+            }
+        })
     }
 
     /// Logs that a tablespace file exists (recovery creates it if missing).
