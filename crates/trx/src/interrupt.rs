@@ -22,10 +22,8 @@ impl TrxInterrupt {
     }
 
     /// Marks the transaction interrupted (unless the engine already ended it
-    /// for another reason) and cancels its lock wait, if any. A wait that
-    /// begins just after this call is not cancelled by it (the caller
-    /// repeats the call while the statement runs), but the transaction's
-    /// next call fails.
+    /// for another reason) and cancels its lock wait, or the next one it
+    /// begins (`LockManager::cancel`); its next call fails.
     pub fn interrupt(&self) {
         self.shared.killed.interrupt();
         let id = self.shared.killed.id();

@@ -234,6 +234,9 @@ type RowShard = Mutex<HashMap<RowKey, LockQueue>>;
 struct TrxLocks {
     held: Vec<RowKey>,
     wait: Option<Arc<Signal>>,
+    /// `cancel` came while the trx was not waiting: its next wait ends at
+    /// once (an interrupt must not be lost to a wait that had not begun).
+    cancel_pending: bool,
 }
 
 /// Out-edges of one waiting trx in the wait-for graph.
@@ -420,7 +423,13 @@ impl LockManager {
             );
             // Registered before the waiting count moves, so that a caller who
             // sees the count can cancel the wait.
-            self.trx_shard(trx).entry(trx).or_default().wait = Some(signal.clone());
+            let mut trxs = self.trx_shard(trx);
+            let locks = trxs.entry(trx).or_default();
+            locks.wait = Some(signal.clone());
+            if std::mem::take(&mut locks.cancel_pending) {
+                signal.finish(WaitState::Cancelled);
+            }
+            drop(trxs);
             self.waiting.fetch_add(1, Ordering::Relaxed);
             self.settle(&row, queue, Some(trx));
             signal
@@ -531,12 +540,16 @@ impl LockManager {
         }
     }
 
-    /// Cancels trx's current wait, if any (its `lock` call returns Err(Cancelled)).
-    /// A cancel that arrives before the wait has started is a no-op.
+    /// Cancels trx's current wait (its `lock` call returns Err(Cancelled)),
+    /// or, when it is not waiting, its next one: both sides decide under the
+    /// trx's shard lock, so a cancel is never lost to a wait that was about
+    /// to begin. `release_all` forgets a cancel not used.
     pub fn cancel(&self, trx: TrxId) {
-        let trxs = self.trx_shard(trx);
-        if let Some(signal) = trxs.get(&trx).and_then(|l| l.wait.as_ref()) {
-            signal.finish(WaitState::Cancelled);
+        let mut trxs = self.trx_shard(trx);
+        let locks = trxs.entry(trx).or_default();
+        match &locks.wait {
+            Some(signal) => signal.finish(WaitState::Cancelled),
+            None => locks.cancel_pending = true,
         }
     }
 

@@ -541,6 +541,13 @@ impl Call<'_> {
             let (id, slot) = self.e.sys.register()?;
             self.st.id = id;
             self.killed.note_id(id);
+            // An interrupt that came before the id was known could not
+            // cancel a lock wait by id (`TrxInterrupt::interrupt` reads the
+            // id after setting the flag; this reads the flag after setting
+            // the id): the next wait is cancelled here instead.
+            if self.killed.get() == KillReason::Interrupted {
+                self.e.locks.cancel(id);
+            }
             self.st.slot = slot;
             self.e.limits.keep_ahead(self.e.store(), &self.e.sys)?;
             if let Some(v) = &mut self.st.view {

@@ -256,6 +256,34 @@ fn cancel_ends_a_wait() {
     assert_eq!(locks.total_locks(), 0);
 }
 
+/// A cancel that comes before the wait begins (KILL racing a statement on
+/// its way to a lock) ends the next wait at once instead of being lost;
+/// requests granted without a wait are not affected.
+#[test]
+fn a_cancel_before_the_wait_ends_the_next_wait() {
+    let (_r, locks) = manager();
+    locks.lock(1, T, b"a", Exclusive, LONG).expect("X");
+    locks.cancel(2);
+    locks
+        .lock(2, T, b"b", Exclusive, LONG)
+        .expect("no wait: granted");
+    let t0 = Instant::now();
+    assert_eq!(
+        locks.lock(2, T, b"a", Exclusive, LONG),
+        Err(LockError::Cancelled)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "ended by the cancel");
+    assert_eq!(locks.waiting(), 0);
+    // Used once: a later wait waits (and times out here).
+    assert_eq!(
+        locks.lock(2, T, b"a", Exclusive, Duration::from_millis(50)),
+        Err(LockError::Timeout)
+    );
+    locks.release_all(1);
+    locks.release_all(2);
+    assert_eq!(locks.total_locks(), 0);
+}
+
 #[test]
 fn implicit_lock_makes_others_wait_for_the_holder() {
     let (_r, locks) = manager();

@@ -8,13 +8,7 @@ use crate::exec::{Kill, StatementGuard};
 use millrace_trx::TrxInterrupt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// How long KILL goes on cancelling the target's lock wait while its
-/// statement runs: a wait that began just after a cancel is cancelled by
-/// the next one.
-const CANCEL_FOR: Duration = Duration::from_millis(1000);
-const CANCEL_EVERY: Duration = Duration::from_millis(10);
+use std::time::Instant;
 
 /// Who is connected: fixed for the life of the connection.
 #[derive(Debug, Clone)]
@@ -73,20 +67,20 @@ impl Control {
     /// and its lock wait is cancelled; KILL CONNECTION also disconnects.
     /// `from_itself`: the session kills itself (its own KILL statement is
     /// what runs; it waits for no lock).
+    /// Interrupts the session's open transaction, if any.
+    pub(crate) fn interrupt_trx(&self) {
+        if let Some(t) = self.trx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            t.interrupt();
+        }
+    }
+
     pub(crate) fn kill(&self, k: Kill, from_itself: bool) {
         self.guard.kill(k);
-        let deadline = Instant::now() + CANCEL_FOR;
-        loop {
-            if from_itself || !self.running.load(Ordering::SeqCst) {
-                break;
-            }
-            if let Some(t) = self.trx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                t.interrupt();
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            std::thread::sleep(CANCEL_EVERY);
+        // One interrupt suffices: the engine cancels the trx's lock wait or,
+        // if it is not waiting yet, its next one (`LockManager::cancel`);
+        // a trx begun after this looks at the guard (`Session::trx`).
+        if !from_itself && self.running.load(Ordering::SeqCst) {
+            self.interrupt_trx();
         }
         if k == Kill::Connection {
             if let Some(h) = self.hook.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

@@ -5,6 +5,7 @@
 use super::state::Session;
 use crate::catalog::TableEntry;
 use crate::error::{engine_err, SqlError};
+use crate::exec::Kill;
 use millrace_trx::{Isolation, Trx};
 
 impl Session {
@@ -22,6 +23,11 @@ impl Session {
             let trx = self.server.engine().begin(self.isolation());
             *self.control.trx.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(trx.interrupt_handle());
+            // A KILL that came before the handle was stored found no trx
+            // to interrupt (`Control::kill` sets the guard, then reads it).
+            if self.control.guard.kill_state() != Kill::None {
+                self.control.interrupt_trx();
+            }
             self.trx = Some(trx);
             if !self.vars.autocommit {
                 self.explicit = true;
